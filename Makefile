@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine: `make serve` and `make test`.
+# Each creates .venv on first use and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: serve test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,spark]'
+	touch $@ $(VENV)/.runtime
+
+$(VENV)/.bench: pyproject.toml $(VENV)/.dev
+	$(BIN)/pip install -q -e '.[bench]' || $(BIN)/pip install -q -e . confluent-kafka psutil
+	touch $@
+
+serve: $(VENV)/.runtime
+	$(BIN)/krait serve $(ARGS)
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+
+test: $(VENV)/.dev lint
+	$(BIN)/python -m pytest $(ARGS)
+
+bench: $(VENV)/.bench
+	$(BIN)/python bench/compare.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

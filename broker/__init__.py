@@ -1,0 +1,1 @@
+"""The Krait broker daemon: the asyncio shell around protocol/, storage/ and coordinator/."""

@@ -1,0 +1,206 @@
+"""Kafka's four record-batch codecs: gzip, snappy (xerial framing), lz4 (frame), zstd.
+
+Codec ids match the low three bits of a batch's attributes. Decoders accept what real
+producers send: snappy-java's xerial framing *and* plain snappy, lz4 frames with the old
+broken header checksum that Kafka < 0.10 clients wrote, zstd frames without a content
+size. Every failure surfaces as :class:`CompressionError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import zlib
+from enum import IntEnum
+
+import cramjam
+import lz4.block
+import lz4.frame
+import zstandard
+
+from .errors import CompressionError
+
+__all__ = ["Codec", "compress", "decompress", "codec_name"]
+
+
+class Codec(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+_NAMES = {Codec.NONE: "none", Codec.GZIP: "gzip", Codec.SNAPPY: "snappy", Codec.LZ4: "lz4", Codec.ZSTD: "zstd"}
+
+
+def codec_name(codec: int) -> str:
+    """Kafka's name for a codec id (as kafka-dump-log prints it)."""
+    try:
+        return _NAMES[Codec(codec)]
+    except ValueError:
+        return f"unknown({codec})"
+
+
+def codec_from_name(name: str) -> Codec:
+    for codec, n in _NAMES.items():
+        if n == name.lower():
+            return codec
+    raise ValueError(f"unknown compression type {name!r}")
+
+
+# --- snappy -------------------------------------------------------------------------
+# snappy-java's "xerial" stream framing, which Kafka clients use: no library implements
+# it (python-snappy's framing is the official snappy framing format, a different one),
+# so it is written here. Blocks are raw snappy, so cramjam does the real work.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = struct.Struct(">8sii")
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _snappy_decompress(data: bytes | memoryview) -> bytes:
+    data = bytes(data)
+    if data[:8] == _XERIAL_MAGIC and len(data) >= 16:
+        out = []
+        pos = 16
+        end = len(data)
+        while pos < end:
+            if pos + 4 > end:
+                raise CompressionError("truncated xerial snappy block length")
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if n < 0 or pos + n > end:
+                raise CompressionError("truncated xerial snappy block")
+            out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + n])))
+            pos += n
+        return b"".join(out)
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _snappy_compress(data: bytes | memoryview) -> bytes:
+    data = memoryview(data)
+    parts = [_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1)]
+    for i in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[i : i + _XERIAL_BLOCK]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# --- lz4 ------------------------------------------------------------------------------
+_LZ4_MAGIC = 0x184D2204
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+def _lz4_decompress_lenient(data: bytes) -> bytes:
+    """Decode an lz4 frame ignoring the header checksum.
+
+    Kafka clients before 0.10 computed the frame-descriptor checksum over the magic too;
+    liblz4 rightly rejects those frames, so we walk the blocks ourselves (the block
+    decoder is still liblz4).
+    """
+    if len(data) < 7 or struct.unpack_from("<I", data, 0)[0] != _LZ4_MAGIC:
+        raise CompressionError("not an lz4 frame")
+    flg, bd = data[4], data[5]
+    pos = 6
+    if flg & 0x08:  # content size present
+        pos += 8
+    if flg & 0x01:  # dictionary id present
+        pos += 4
+    pos += 1  # header checksum (the broken one)
+    independent = bool(flg & 0x20)
+    block_checksum = bool(flg & 0x10)
+    max_block = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x7)
+    if max_block is None:
+        raise CompressionError("bad lz4 block size id")
+    out = bytearray()
+    while True:
+        if pos + 4 > len(data):
+            raise CompressionError("truncated lz4 frame")
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if size == 0:
+            break
+        raw = size & 0x80000000
+        size &= 0x7FFFFFFF
+        block = data[pos : pos + size]
+        if len(block) != size:
+            raise CompressionError("truncated lz4 block")
+        pos += size + (4 if block_checksum else 0)
+        if raw:
+            out += block
+        else:
+            kwargs = {} if independent else {"dict": bytes(out[-65536:])}
+            try:
+                out += lz4.block.decompress(block, uncompressed_size=max_block, **kwargs)
+            except Exception as exc:  # lz4 raises LZ4BlockError
+                raise CompressionError(f"lz4 block: {exc}") from None
+    return bytes(out)
+
+
+def _lz4_decompress(data: bytes | memoryview) -> bytes:
+    data = bytes(data)
+    try:
+        return lz4.frame.decompress(data)
+    except RuntimeError:
+        return _lz4_decompress_lenient(data)
+
+
+# --- zstd -----------------------------------------------------------------------------
+_ZSTD_D = zstandard.ZstdDecompressor()
+_ZSTD_C = zstandard.ZstdCompressor(level=3)
+
+
+def _zstd_decompress(data: bytes | memoryview) -> bytes:
+    # Producers stream-compress, so frames carry no content size: read as a stream.
+    reader = _ZSTD_D.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
+    return reader.read()
+
+
+def _gzip_decompress(data: bytes | memoryview) -> bytes:
+    # wbits 47 = auto-detect zlib or gzip header; some clients concatenate members
+    out = []
+    data = bytes(data)
+    while data:
+        d = zlib.decompressobj(47)
+        out.append(d.decompress(data))
+        if not d.eof:
+            raise CompressionError("truncated gzip data")
+        data = d.unused_data
+    return b"".join(out)
+
+
+def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    """Decompress a batch's records section. Raises CompressionError on bad input."""
+    try:
+        if codec == Codec.NONE:
+            return bytes(data)
+        if codec == Codec.GZIP:
+            return _gzip_decompress(data)
+        if codec == Codec.SNAPPY:
+            return _snappy_decompress(data)
+        if codec == Codec.LZ4:
+            return _lz4_decompress(data)
+        if codec == Codec.ZSTD:
+            return _zstd_decompress(data)
+    except CompressionError:
+        raise
+    except Exception as exc:  # each library has its own error types
+        raise CompressionError(f"{codec_name(codec)} decompression failed: {exc}") from None
+    raise CompressionError(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes | memoryview) -> bytes:
+    """Compress a records section the way Kafka's Java client does."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return gzip.compress(bytes(data), compresslevel=6, mtime=0)
+    if codec == Codec.SNAPPY:
+        return _snappy_compress(data)
+    if codec == Codec.LZ4:
+        return lz4.frame.compress(bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, content_checksum=False)
+    if codec == Codec.ZSTD:
+        return _ZSTD_C.compress(bytes(data))
+    raise ValueError(f"unknown compression codec {codec}")

@@ -1,0 +1,382 @@
+"""Record batches (magic 2): the one format shared by the wire and the disk.
+
+The broker's hot paths only ever look at the 61-byte batch header: :func:`validate_batches`
+checks structure and CRC32C, :func:`assign_offsets` patches baseOffset and
+partitionLeaderEpoch in place (both lie outside the CRC). Records themselves are decoded
+only by those who need them (Spark, compaction, tools) through :func:`iter_records`, and
+built by :func:`build_batch` for internal topics and tests.
+
+Layout (Kafka's DefaultRecordBatch)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 |
+    crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
+    maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 |
+    recordCount int32 | records...
+
+The CRC32C covers attributes .. end of batch. batchLength counts from
+partitionLeaderEpoch to the end (i.e. total size - 12).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from .compression import Codec, compress, decompress
+from .errors import CorruptRecordError, InvalidRecordError
+
+__all__ = [
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "Record",
+    "parse_header",
+    "iter_headers",
+    "validate_batches",
+    "assign_offsets",
+    "iter_records",
+    "build_batch",
+]
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+MAGIC = 2
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08  # 1 = LogAppendTime
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_MAX_TS = struct.Struct(">q")
+_ATTR = struct.Struct(">h")
+_OFFSET_CRC = 17
+_OFFSET_ATTRIBUTES = 21
+_OFFSET_MAX_TIMESTAMP = 35
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies on the wire and on disk."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Read the 61-byte header at ``pos``; raises CorruptRecordError if it is short."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"batch header at {pos} is truncated ({len(buf) - pos} bytes)")
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def iter_headers(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) of each whole batch in buf[pos:end]; stop at a torn tail.
+
+    No CRC check: this is the cheap walk used by index lookups and reads.
+    """
+    end = len(buf) if end is None else end
+    while end - pos >= HEADER_SIZE:
+        h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > end:
+            return
+        yield pos, h
+        pos += h.size
+
+
+def check_batch(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, end: int) -> None:
+    """Structural and CRC check of one batch whose header is ``h``."""
+    if h.magic != MAGIC:
+        raise CorruptRecordError(f"batch at {pos}: unsupported magic {h.magic}")
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch at {pos}: batchLength {h.batch_length} is below the header size")
+    if pos + h.size > end:
+        raise CorruptRecordError(f"batch at {pos}: batchLength {h.batch_length} runs past the end ({end - pos} bytes left)")
+    if h.record_count < 0 or h.last_offset_delta < 0:
+        raise CorruptRecordError(f"batch at {pos}: negative record count or offset delta")
+    actual = crc32c(memoryview(buf)[pos + _OFFSET_ATTRIBUTES : pos + h.size])
+    if actual != h.crc:
+        raise CorruptRecordError(f"batch at {pos}: CRC mismatch (stored {h.crc:#010x}, computed {actual:#010x})")
+
+
+def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool = True) -> list[BatchHeader]:
+    """Validate the batches a producer sent for one partition, header and CRC only.
+
+    Raises CorruptRecordError for structural/CRC damage (CORRUPT_MESSAGE) and
+    InvalidRecordError for batches Kafka refuses from clients (INVALID_RECORD).
+    """
+    end = len(buf)
+    if end == 0:
+        raise InvalidRecordError("empty record set")
+    pos = 0
+    headers = []
+    while pos < end:
+        h = parse_header(buf, pos)
+        check_batch(buf, pos, h, end)
+        if from_client:
+            if h.record_count == 0 or h.last_offset_delta + 1 != h.record_count:
+                raise InvalidRecordError(
+                    f"batch at {pos}: lastOffsetDelta {h.last_offset_delta} does not match record count {h.record_count}"
+                )
+            if h.base_offset != 0:
+                raise InvalidRecordError(f"batch at {pos}: base offset {h.base_offset} is not 0")
+            if h.is_control:
+                raise InvalidRecordError(f"batch at {pos}: clients may not send control batches")
+        headers.append(h)
+        pos += h.size
+    return headers
+
+
+def assign_offsets(
+    buf: bytearray | memoryview,
+    headers: Iterable[BatchHeader],
+    base_offset: int,
+    *,
+    leader_epoch: int = 0,
+    log_append_time: int | None = None,
+) -> int:
+    """Patch offsets (and the leader epoch) of consecutive batches in place.
+
+    For LogAppendTime topics pass ``log_append_time`` (ms): maxTimestamp is set and the
+    timestamp-type bit raised, which changes CRC-covered bytes, so the CRC is recomputed.
+    Returns the next offset after the last batch.
+    """
+    mv = memoryview(buf)
+    pos = 0
+    offset = base_offset
+    for h in headers:
+        _BASE_OFFSET.pack_into(mv, pos, offset)
+        _EPOCH.pack_into(mv, pos + 12, leader_epoch)
+        if log_append_time is not None:
+            _ATTR.pack_into(mv, pos + _OFFSET_ATTRIBUTES, h.attributes | ATTR_TIMESTAMP_TYPE)
+            _MAX_TS.pack_into(mv, pos + _OFFSET_MAX_TIMESTAMP, log_append_time)
+            _CRC.pack_into(mv, pos + _OFFSET_CRC, crc32c(mv[pos + _OFFSET_ATTRIBUTES : pos + h.size]))
+        offset += h.last_offset_delta + 1
+        pos += h.size
+    return offset
+
+
+# --- record level ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    attributes: int = 0
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag varint (Kafka's ByteUtils.readVarlong)."""
+    result = 0
+    shift = 0
+    n = len(buf)
+    while True:
+        if pos >= n:
+            raise CorruptRecordError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return buf[pos : pos + n], pos + n
+
+
+def decode_records(h: BatchHeader, body: bytes) -> Iterator[Record]:
+    """Decode the (already decompressed) records section of a batch."""
+    pos = 0
+    end = len(body)
+    for _ in range(h.record_count):
+        length, pos = _read_varint(body, pos)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        attributes = body[pos]
+        pos += 1
+        ts_delta, pos = _read_varint(body, pos)
+        off_delta, pos = _read_varint(body, pos)
+        key, pos = _read_bytes(body, pos)
+        value, pos = _read_bytes(body, pos)
+        nh, pos = _read_varint(body, pos)
+        if nh < 0 or nh > length:
+            raise CorruptRecordError("bad header count")
+        headers = []
+        for _ in range(nh):
+            hk, pos = _read_bytes(body, pos)
+            hv, pos = _read_bytes(body, pos)
+            if hk is None:
+                raise CorruptRecordError("null header key")
+            try:
+                headers.append((hk.decode(), hv))
+            except UnicodeDecodeError:
+                raise CorruptRecordError("header key is not UTF-8") from None
+        if pos != rec_end:
+            raise CorruptRecordError("record length does not match its fields")
+        ts = h.max_timestamp if h.is_log_append_time else h.base_timestamp + ts_delta
+        yield Record(h.base_offset + off_delta, ts, key, value, tuple(headers), attributes)
+
+
+def iter_records(batch: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[Record]:
+    """Decode every record of the batch at ``pos`` (decompressing it if needed)."""
+    h = parse_header(batch, pos)
+    if pos + h.size > len(batch):
+        raise CorruptRecordError("batch is truncated")
+    body = bytes(memoryview(batch)[pos + HEADER_SIZE : pos + h.size])
+    if h.compression:
+        body = decompress(h.compression, body)
+    return decode_records(h, body)
+
+
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()) -> None:
+    body = bytearray(b"\x00")  # record attributes: unused, always 0
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    for field in (key, value):
+        if field is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(field))
+            body += field
+    headers = list(headers)
+    _write_varint(body, len(headers))
+    for hk, hv in headers:
+        hkb = hk.encode()
+        _write_varint(body, len(hkb))
+        body += hkb
+        if hv is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(hv))
+            body += hv
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Iterable[tuple[str, bytes | None]]]],
+    *,
+    base_offset: int = 0,
+    timestamp: int | Iterable[int] = 0,
+    compression: int = Codec.NONE,
+    log_append_time: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    offset_deltas: Iterable[int] | None = None,
+) -> bytes:
+    """Build one magic-2 batch from (key, value[, headers]) tuples.
+
+    ``timestamp`` is one timestamp for all records or one per record. ``offset_deltas``
+    lets compaction keep the original (gapped) offsets.
+    """
+    records = list(records)
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    timestamps = [timestamp] * len(records) if isinstance(timestamp, int) else list(timestamp)
+    deltas = list(range(len(records))) if offset_deltas is None else list(offset_deltas)
+    base_ts = timestamps[0]
+    body = bytearray()
+    for rec, ts, delta in zip(records, timestamps, deltas, strict=True):
+        key, value = rec[0], rec[1]
+        headers = rec[2] if len(rec) > 2 else ()
+        encode_record(body, delta, ts - base_ts, key, value, headers)
+    if compression:
+        body = compress(compression, body)
+    attributes = compression & ATTR_COMPRESSION_MASK
+    if log_append_time:
+        attributes |= ATTR_TIMESTAMP_TYPE
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
+    if control:
+        attributes |= ATTR_CONTROL
+    last_delta = deltas[-1]
+    size = HEADER_SIZE + len(body)
+    out = bytearray(size)
+    _HEADER.pack_into(
+        out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
+        last_delta, base_ts, max(timestamps), producer_id, producer_epoch, base_sequence, len(records),
+    )
+    out[HEADER_SIZE:] = body
+    _CRC.pack_into(out, _OFFSET_CRC, crc32c(memoryview(out)[_OFFSET_ATTRIBUTES:]))
+    return bytes(out)
