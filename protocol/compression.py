@@ -59,10 +59,32 @@ _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
+def _snappy_raw(block: bytes, budget: int | None) -> bytes:
+    """One raw snappy block. cramjam allocates the length its preamble claims before
+    decoding, so check that claim first: snappy cannot expand more than ~21x (a 3-byte
+    copy emits at most 64 bytes)."""
+    size = shift = pos = 0
+    while True:
+        if pos >= len(block) or shift > 28:
+            raise CompressionError("bad snappy length preamble")
+        b = block[pos]
+        pos += 1
+        size |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    if size > 32 * len(block) + 64:
+        raise CompressionError(f"snappy block claims {size} bytes from {len(block)}")
+    if budget is not None and size > budget:
+        raise CompressionError("decompressed size exceeds the limit")
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes | memoryview, max_size: int | None = None) -> bytes:
     data = bytes(data)
     if data[:8] == _XERIAL_MAGIC and len(data) >= 16:
         out = []
+        total = 0
         pos = 16
         end = len(data)
         while pos < end:
@@ -72,10 +94,12 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
             pos += 4
             if n < 0 or pos + n > end:
                 raise CompressionError("truncated xerial snappy block")
-            out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + n])))
+            block = _snappy_raw(data[pos : pos + n], None if max_size is None else max_size - total)
+            total += len(block)
+            out.append(block)
             pos += n
         return b"".join(out)
-    return bytes(cramjam.snappy.decompress_raw(data))
+    return _snappy_raw(data, max_size)
 
 
 def _snappy_compress(data: bytes | memoryview) -> bytes:
@@ -93,7 +117,7 @@ _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 
-def _lz4_decompress_lenient(data: bytes) -> bytes:
+def _lz4_decompress_lenient(data: bytes, max_size: int | None = None) -> bytes:
     """Decode an lz4 frame ignoring the header checksum.
 
     Kafka clients before 0.10 computed the frame-descriptor checksum over the magic too;
@@ -136,15 +160,34 @@ def _lz4_decompress_lenient(data: bytes) -> bytes:
                 out += lz4.block.decompress(block, uncompressed_size=max_block, **kwargs)
             except Exception as exc:  # lz4 raises LZ4BlockError
                 raise CompressionError(f"lz4 block: {exc}") from None
+        if max_size is not None and len(out) > max_size:
+            raise CompressionError("decompressed size exceeds the limit")
     return bytes(out)
 
 
-def _lz4_decompress(data: bytes | memoryview) -> bytes:
+def _lz4_decompress(data: bytes | memoryview, max_size: int | None = None) -> bytes:
     data = bytes(data)
+    # python-lz4 allocates the frame's declared content size up front: check it first
+    # (lz4 cannot expand more than 255x).
+    if len(data) >= 14 and data[4] & 0x08:
+        (content_size,) = struct.unpack_from("<Q", data, 6)
+        if content_size > 256 * len(data) + 64 or (max_size is not None and content_size > max_size):
+            raise CompressionError(f"lz4 frame claims {content_size} bytes from {len(data)}")
+    if max_size is None:
+        try:
+            return lz4.frame.decompress(data)
+        except RuntimeError:
+            return _lz4_decompress_lenient(data)
     try:
-        return lz4.frame.decompress(data)
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(data, max_length=max_size + 1)
     except RuntimeError:
-        return _lz4_decompress_lenient(data)
+        return _lz4_decompress_lenient(data, max_size)
+    if len(out) > max_size:
+        raise CompressionError("decompressed size exceeds the limit")
+    if not d.eof:
+        raise CompressionError("truncated lz4 frame")
+    return out
 
 
 # --- zstd -----------------------------------------------------------------------------
@@ -152,38 +195,55 @@ _ZSTD_D = zstandard.ZstdDecompressor()
 _ZSTD_C = zstandard.ZstdCompressor(level=3)
 
 
-def _zstd_decompress(data: bytes | memoryview) -> bytes:
+def _zstd_decompress(data: bytes | memoryview, max_size: int | None = None) -> bytes:
     # Producers stream-compress, so frames carry no content size: read as a stream.
     reader = _ZSTD_D.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
-    return reader.read()
+    if max_size is None:
+        return reader.read()
+    out = reader.read(max_size + 1)
+    if len(out) > max_size:
+        raise CompressionError("decompressed size exceeds the limit")
+    return out
 
 
-def _gzip_decompress(data: bytes | memoryview) -> bytes:
+def _gzip_decompress(data: bytes | memoryview, max_size: int | None = None) -> bytes:
     # wbits 47 = auto-detect zlib or gzip header; some clients concatenate members
     out = []
+    total = 0
     data = bytes(data)
     while data:
         d = zlib.decompressobj(47)
-        out.append(d.decompress(data))
+        if max_size is None:
+            out.append(d.decompress(data))
+        else:
+            chunk = d.decompress(data, max_size - total + 1)
+            total += len(chunk)
+            if total > max_size:
+                raise CompressionError("decompressed size exceeds the limit")
+            out.append(chunk)
         if not d.eof:
             raise CompressionError("truncated gzip data")
         data = d.unused_data
     return b"".join(out)
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Decompress a batch's records section. Raises CompressionError on bad input."""
+def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Decompress a batch's records section. Raises CompressionError on bad input, and
+    when ``max_size`` is given, as soon as the output would exceed it (decompression
+    bombs) without producing more than about that much."""
     try:
         if codec == Codec.NONE:
+            if max_size is not None and len(data) > max_size:
+                raise CompressionError("decompressed size exceeds the limit")
             return bytes(data)
         if codec == Codec.GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, max_size)
         if codec == Codec.SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, max_size)
         if codec == Codec.LZ4:
-            return _lz4_decompress(data)
+            return _lz4_decompress(data, max_size)
         if codec == Codec.ZSTD:
-            return _zstd_decompress(data)
+            return _zstd_decompress(data, max_size)
     except CompressionError:
         raise
     except Exception as exc:  # each library has its own error types

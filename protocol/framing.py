@@ -17,6 +17,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from . import apis
+from .bounds import check_entity
 from .errors import DecodeError, UnsupportedVersionError
 
 __all__ = [
@@ -101,6 +102,8 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
             f"{apis.api_name(header.api_key)} v{header.api_version} is not supported"
         )
     rtype = apis.request_type(header.api_key, header.api_version)
+    # kio preallocates arrays from their length prefix: check lengths first (bounds.py)
+    check_entity(rtype, frame, header.body_offset)
     try:
         obj, size = entity_reader(rtype)(frame, header.body_offset)
     except Exception as exc:  # kio raises assorted errors on malformed input
@@ -148,15 +151,23 @@ def encode_request(api_key: int, version: int, correlation_id: int, obj: Any, cl
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
     """Decode a response frame (without size prefix) into (correlation id, kio object)."""
+    try:
+        rtype = apis.response_type(api_key, version)
+    except (KeyError, LookupError):
+        raise UnsupportedVersionError(f"{apis.api_name(api_key)} v{version} has no response schema") from None
+    if len(frame) < 4:
+        raise DecodeError(f"response header truncated ({len(frame)} bytes)")
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
     pos = 4
-    if api_key != apis.ApiKey.API_VERSIONS and apis.response_type(api_key, version).__flexible__:
+    if api_key != apis.ApiKey.API_VERSIONS and rtype.__flexible__:
         count, pos = _read_uvarint(frame, pos)
         for _ in range(count):
             _, pos = _read_uvarint(frame, pos)
             size, pos = _read_uvarint(frame, pos)
             pos += size
-    rtype = apis.response_type(api_key, version)
+            if pos > len(frame):
+                raise DecodeError("tagged field runs past the end of the frame")
+    check_entity(rtype, frame, pos)
     try:
         obj, _ = entity_reader(rtype)(frame, pos)
     except Exception as exc:
