@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 
 __all__ = ["make", "to_plain"]
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
 _ZERO = {
     "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint8": 0, "uint16": 0, "uint32": 0, "uint64": 0,
     "float64": 0.0, "bool": False, "string": "", "bytes": b"", "records": None, "uuid": None,
@@ -56,6 +58,9 @@ def _convert(value: Any, kafka_type: str | None, annotation: Any) -> Any:
         return None
     if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        # Kafka's -1 is kio's None (e.g. ProduceResponse.log_append_time)
+        return None if value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
     if kafka_type == "error_code" and not isinstance(value, ErrorCode):
         return ErrorCode(int(value))
     if kafka_type == "uuid" and isinstance(value, bytes):
