@@ -1,0 +1,367 @@
+"""``kafka-segments``: a PySpark data source over Krait's (Kafka's) log segment files.
+
+    from spark_jobs.datasource import KafkaSegmentsDataSource
+    spark.dataSource.register(KafkaSegmentsDataSource)
+    df = (spark.read.format("kafka-segments").option("log.dirs", "/var/lib/krait")
+          .option("subscribe", "orders").load())
+
+The DataFrame has exactly the columns of Spark's Kafka source. Planning (driver side)
+resolves offset and time ranges through ``.index`` / ``.timeindex`` and emits one input
+partition per segment (split at index entries when ``minPartitions`` asks for more);
+executors decode whole batches with numba kernels (:mod:`spark_jobs.decode`) and yield
+Arrow record batches. The log dirs must be readable at the same path by the driver and
+the executors (local mode, or a shared filesystem).
+
+Options (named like Spark's Kafka source):
+
+``log.dirs``            comma-separated log dirs (required)
+``subscribe``           comma-separated topics; ``subscribePattern`` a regex; ``assign``
+                        JSON ``{"t": [0, 1]}``. None of them: every topic not starting "__".
+``startingOffsets``     ``earliest`` (default), ``latest`` or JSON ``{"t": {"0": 23}}``
+                        (-2 = earliest, -1 = latest)
+``endingOffsets``       ``latest`` (default) or JSON (-1 = latest); exclusive
+``startingTimestamp`` / ``endingTimestamp``   ms, every partition: the earliest offset
+                        whose timestamp >= it (Kafka's ListOffsets); overrides the offsets.
+                        ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` JSON
+                        per partition. No such record: the partition's end.
+``includeHeaders``      ``true`` adds ``headers array<struct<key:string,value:binary>>``
+``minPartitions``       split segments at index entries until there are this many tasks
+``highWatermark``       ``checkpoint`` (default: stop at the high watermark in
+                        replication-offset-checkpoint when it lists the partition) or
+                        ``ignore`` (read up to the last whole batch)
+``isolation.level``     ``read_uncommitted`` (Krait has no transactions yet)
+``pushFilters``         ``auto`` (default), ``true``, ``false``: see below
+
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` (=, <, <=, >, >=, IN)
+are pushed down when ``spark.sql.python.filterPushdown.enabled`` is true: they narrow
+the topics, partitions, offset ranges (through .index) and skip batches whose
+maxTimestamp is below a lower timestamp bound (through .timeindex). They are all handed
+back to Spark too, so Spark re-checks each row and the result is exact whatever we skip.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+__all__ = ["KafkaSegmentsDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
+
+# Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable like there.
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+SCHEMA_WITH_HEADERS = StructType([
+    *SCHEMA.fields,
+    StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
+])
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark checks yielded batches against (µs UTC timestamps, binary)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+EARLIEST, LATEST = -2, -1
+_MIN, _MAX = -(2**63), 2**63 - 1
+
+
+def register(spark) -> None:
+    """Register the data source and enable Python filter pushdown for this session."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+def _bool(v: str | None, default: bool = False) -> bool:
+    if v is None:
+        return default
+    return v.strip().lower() in ("true", "1", "yes")
+
+
+class KafkaSegmentsDataSource(DataSource):
+    """Spark's Kafka source schema, read from segment files instead of a broker."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka-segments"
+
+    def schema(self) -> StructType:
+        return SCHEMA_WITH_HEADERS if _bool(self.options.get("includeHeaders")) else SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        mode = (self.options.get("pushFilters") or "auto").lower()
+        if mode == "auto":
+            mode = "true" if _pushdown_enabled() else "false"
+        cls = _PushdownReader if mode == "true" else _SegmentsReader
+        return cls(dict(self.options), schema)
+
+
+def _pushdown_enabled() -> bool:
+    """Is spark.sql.python.filterPushdown.enabled on for the query being planned?
+
+    Spark refuses to plan a reader that overrides pushFilters when the conf is off
+    (DATA_SOURCE_PUSHDOWN_DISABLED) and gives reader() no way to see the conf. When the
+    conf is off, Spark's plan worker has read it into the local ``enable_pushdown`` of
+    its caller frame; when it is on, reader() is called from the pushdown worker. We
+    look for that local and default to pushdown (the pushdown worker has no such local).
+    """
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            break
+        if "enable_pushdown" in frame.f_locals:
+            return bool(frame.f_locals["enable_pushdown"])
+        frame = frame.f_back
+    return True
+
+
+@dataclass(frozen=True)
+class _Hints:
+    """What pushed-down filters let us skip (never used to drop a row Spark would keep)."""
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    partition_lo: int = _MIN
+    partition_hi: int = _MAX  # exclusive
+    offset_lo: int = _MIN
+    offset_hi: int = _MAX  # exclusive
+    ts_lo: int | None = None  # ms, inclusive
+
+
+class _SegmentsReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = {k.lower(): v for k, v in options.items()}
+        self.schema = schema
+        self.hints = _Hints()
+        level = self.options.get("isolation.level", "read_uncommitted")
+        if level != "read_uncommitted":
+            raise ValueError("isolation.level=read_committed is not supported yet: Krait has no transactions")
+        if "log.dirs" not in self.options:
+            raise ValueError("the kafka-segments source needs option log.dirs")
+
+    # --- planning ------------------------------------------------------------------
+    def partitions(self) -> Sequence[InputPartition]:
+        from .logdir import split_slices
+
+        slices = plan_slices(self.options, self.hints)
+        min_parts = int(self.options.get("minpartitions") or 0)
+        if min_parts > len(slices):
+            slices = split_slices(slices, min_parts)
+        if not slices:
+            return [InputPartition(None)]
+        return [InputPartition(s) for s in slices]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        from .logdir import read_slice
+
+        if partition.value is None:
+            return iter(())
+        return read_slice(partition.value, arrow_schema(self.schema))
+
+
+class _PushdownReader(_SegmentsReader):
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        h = self.hints
+        for f in filters:
+            col = f.attribute[0] if len(f.attribute) == 1 else None
+            if col == "topic":
+                values = _equal_values(f)
+                if values is not None:
+                    vs = frozenset(values)
+                    h = replace(h, topics=vs if h.topics is None else h.topics & vs)
+            elif col == "partition":
+                lo, hi = _int_bounds(f)
+                h = replace(h, partition_lo=max(h.partition_lo, lo if lo is not None else _MIN),
+                            partition_hi=min(h.partition_hi, hi if hi is not None else _MAX))
+                values = _equal_values(f)
+                if values is not None:
+                    vs = frozenset(values)
+                    h = replace(h, partitions=vs if h.partitions is None else h.partitions & vs)
+            elif col == "offset":
+                lo, hi = _int_bounds(f)
+                h = replace(h, offset_lo=max(h.offset_lo, lo if lo is not None else _MIN),
+                            offset_hi=min(h.offset_hi, hi if hi is not None else _MAX))
+            elif col == "timestamp":
+                lo = _ts_lower_bound(f)
+                if lo is not None:
+                    h = replace(h, ts_lo=max(lo, h.ts_lo if h.ts_lo is not None else _MIN))
+            # Every filter goes back to Spark: what we did is skipping, Spark stays exact.
+            yield f
+        self.hints = h
+
+
+def _equal_values(f: Filter) -> list | None:
+    if isinstance(f, EqualTo):
+        return [f.value]
+    if isinstance(f, In):
+        return list(f.value)
+    return None
+
+
+def _int_bounds(f: Filter) -> tuple[int | None, int | None]:
+    """[lo, hi) implied by a comparison on an integer column."""
+    v = getattr(f, "value", None)
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(f, In) and f.value and all(isinstance(x, int) and not isinstance(x, bool) for x in f.value):
+            return min(f.value), max(f.value) + 1
+        return None, None
+    if isinstance(f, EqualTo):
+        return v, v + 1
+    if isinstance(f, GreaterThan):
+        return v + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return v, None
+    if isinstance(f, LessThan):
+        return None, v
+    if isinstance(f, LessThanOrEqual):
+        return None, v + 1
+    return None, None
+
+
+def _ts_lower_bound(f: Filter) -> int | None:
+    """Inclusive lower bound in ms of a timestamp comparison, if it is one we trust.
+
+    Only tz-aware datetimes are used: a naive value's zone is ambiguous, and a wrong
+    guess here would skip rows Spark should see."""
+    v = getattr(f, "value", None)
+    if not isinstance(v, dt.datetime) or v.tzinfo is None:
+        return None
+    us = (v - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    if isinstance(f, GreaterThan | GreaterThanOrEqual | EqualTo):
+        return us // 1000  # ms floor: records are ms, so ts_ms*1000 >= us means ts_ms >= floor
+    return None
+
+
+# --- planning (plain Python, shared with the jobs and tests) ------------------------------
+
+
+def _parse_json(options: dict[str, str], name: str) -> dict | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"option {name} is not valid JSON: {exc}") from None
+
+
+def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
+    """Resolve the options (lower-cased keys) and pushed-down hints into Slices."""
+    from .logdir import LATEST as MAX_OFFSET
+    from .logdir import list_partitions, offset_for_timestamp, plan_partition
+
+    hints = hints or _Hints()
+    opts = {k.lower(): v for k, v in options.items()}
+    log_dirs = [d.strip() for d in opts["log.dirs"].split(",") if d.strip()]
+    plogs = list_partitions(log_dirs)
+
+    assign = _parse_json(opts, "assign")
+    if assign is not None:
+        wanted = {(t, int(p)) for t, ps in assign.items() for p in ps}
+        found = {(p.topic, p.partition) for p in plogs}
+        missing = wanted - found
+        if missing:
+            raise ValueError(f"assigned partitions not found in the log dirs: {sorted(missing)}")
+        plogs = [p for p in plogs if (p.topic, p.partition) in wanted]
+    elif opts.get("subscribe"):
+        topics = {t.strip() for t in opts["subscribe"].split(",") if t.strip()}
+        plogs = [p for p in plogs if p.topic in topics]
+    elif opts.get("subscribepattern"):
+        pattern = re.compile(opts["subscribepattern"])
+        plogs = [p for p in plogs if pattern.fullmatch(p.topic)]
+    else:
+        plogs = [p for p in plogs if not p.topic.startswith("__")]
+    if hints.topics is not None:
+        plogs = [p for p in plogs if p.topic in hints.topics]
+    if hints.partitions is not None:
+        plogs = [p for p in plogs if p.partition in hints.partitions]
+    plogs = [p for p in plogs if hints.partition_lo <= p.partition < hints.partition_hi]
+
+    starting = opts.get("startingoffsets", "earliest")
+    ending = opts.get("endingoffsets", "latest")
+    start_json = json.loads(starting) if starting.strip().startswith("{") else None
+    end_json = json.loads(ending) if ending.strip().startswith("{") else None
+    start_ts_json = _parse_json(opts, "startingOffsetsByTimestamp")
+    end_ts_json = _parse_json(opts, "endingOffsetsByTimestamp")
+    ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
+
+    slices = []
+    for plog in plogs:
+        earliest, latest = plog.earliest, plog.end_offset(ignore_hw)
+
+        def resolve(spec: int, default: int, earliest: int = earliest, latest: int = latest) -> int:
+            if spec == EARLIEST:
+                return earliest
+            if spec == LATEST:
+                return latest
+            return min(max(spec, earliest), latest)
+
+        # ending first: a starting timestamp search only needs to look below it
+        hi = latest
+        if opts.get("endingtimestamp") is not None:
+            hi = offset_for_timestamp(plog, int(opts["endingtimestamp"]), earliest, latest)
+        elif end_ts_json and str(plog.partition) in end_ts_json.get(plog.topic, {}):
+            hi = offset_for_timestamp(plog, int(end_ts_json[plog.topic][str(plog.partition)]), earliest, latest)
+        elif end_json is not None:
+            spec = end_json.get(plog.topic, {}).get(str(plog.partition), LATEST)
+            hi = resolve(int(spec), latest)
+        elif ending != "latest":
+            raise ValueError(f"endingOffsets must be 'latest' or JSON, not {ending!r}")
+        lo = earliest
+        if opts.get("startingtimestamp") is not None:
+            lo = offset_for_timestamp(plog, int(opts["startingtimestamp"]), earliest, hi)
+        elif start_ts_json and str(plog.partition) in start_ts_json.get(plog.topic, {}):
+            lo = offset_for_timestamp(plog, int(start_ts_json[plog.topic][str(plog.partition)]), earliest, hi)
+        elif start_json is not None:
+            spec = start_json.get(plog.topic, {}).get(str(plog.partition), EARLIEST)
+            lo = resolve(int(spec), earliest)
+        elif starting == "latest":
+            lo = latest
+        elif starting != "earliest":
+            raise ValueError(f"startingOffsets must be 'earliest', 'latest' or JSON, not {starting!r}")
+
+        # pushed-down filters narrow further (skipping only; Spark re-checks every row)
+        lo = max(lo, hints.offset_lo)
+        hi = min(hi, hints.offset_hi, MAX_OFFSET)
+        if lo >= hi:
+            continue
+        if hints.ts_lo is not None:
+            lo = offset_for_timestamp(plog, hints.ts_lo, lo, hi, exact=False)
+            if lo >= hi:
+                continue
+        slices.extend(plan_partition(plog, lo, hi, ts_lo=hints.ts_lo))
+    return slices

@@ -1,0 +1,476 @@
+"""Read-only view of a Krait/Kafka log dir: partitions, segments, indexes, checkpoints.
+
+This module knows Kafka's on-disk layout and nothing about Spark, so planning, reading and
+the tests/benchmarks share it. It deliberately does not import ``storage/``: the broker
+may be writing these files while we read them, so every access here is read-only and
+defensive. Index files are read through ``np.memmap`` (read-only, vectorised, and only
+the pages we touch are read, which matters for preallocated index files), index entries
+are treated as hints and checked against the batch header they point at, and the active
+segment is read only up to the last whole batch seen when the read was planned.
+
+Layout::
+
+    <log.dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex
+    <log.dir>/replication-offset-checkpoint   high watermarks
+    <log.dir>/log-start-offset-checkpoint     log start offsets (after DeleteRecords)
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from protocol.errors import CorruptRecordError
+from protocol.records import HEADER_SIZE, iter_headers, iter_records, parse_header
+
+from .decode import H_BASE_OFFSET, H_LAST_DELTA, H_MAX_TS, H_POS, H_SIZE, decode_batches, select_rows, walk_all_headers
+
+__all__ = [
+    "Segment",
+    "PartitionLog",
+    "Slice",
+    "list_partitions",
+    "read_checkpoint",
+    "read_offset_index",
+    "read_time_index",
+    "read_slice",
+    "read_records_python",
+]
+
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+READ_CHUNK = 16 << 20  # bytes of .log read per step: large enough to amortise the Python work
+LATEST = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Segment:
+    base_offset: int
+    path: str  # the .log file
+
+    @property
+    def index_path(self) -> str:
+        return self.path[:-4] + ".index"
+
+    @property
+    def timeindex_path(self) -> str:
+        return self.path[:-4] + ".timeindex"
+
+
+@dataclass
+class PartitionLog:
+    """One partition directory as found at planning time."""
+
+    topic: str
+    partition: int
+    path: str
+    segments: list[Segment]
+    log_start_offset: int | None = None  # from log-start-offset-checkpoint
+    high_watermark: int | None = None  # from replication-offset-checkpoint
+    _end: tuple[int, int] | None = field(default=None, repr=False)
+
+    @property
+    def earliest(self) -> int:
+        """First readable offset (the log start offset can lie inside the first segment)."""
+        first = self.segments[0].base_offset if self.segments else 0
+        return max(first, self.log_start_offset or 0)
+
+    def log_end(self) -> tuple[int, int]:
+        """(log end offset, byte size of the last segment up to its last whole batch).
+
+        Walks only the tail of the active segment, from its last index entry.
+        """
+        if self._end is None:
+            if not self.segments:
+                self._end = (self.log_start_offset or 0, 0)
+            else:
+                seg = self.segments[-1]
+                pos, _ = lookup_position(seg, LATEST)
+                headers, end = _walk_file(seg.path, pos)[0], None
+                if not len(headers) and pos > 0:
+                    pos = 0  # the entry pointed at a batch we cannot see whole: walk it all
+                    headers = _walk_file(seg.path, 0)[0]
+                next_offset = seg.base_offset
+                end = pos
+                if len(headers):
+                    next_offset = int(headers[-1, H_BASE_OFFSET] + headers[-1, H_LAST_DELTA] + 1)
+                    end = int(headers[-1, H_POS] + headers[-1, H_SIZE]) + pos
+                self._end = (next_offset, end)
+        return self._end
+
+    def end_offset(self, ignore_high_watermark: bool = False) -> int:
+        """The offset reads stop at: the high watermark when the checkpoint has one (never
+        past the log end), else the log end offset (the last whole batch)."""
+        leo = self.log_end()[0]
+        if self.high_watermark is None or ignore_high_watermark:
+            return leo
+        return min(self.high_watermark, leo)
+
+
+def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """Kafka's text checkpoint: "0", a count N, then N lines "topic partition offset".
+
+    A missing or half-written file (the broker replaces it atomically, but be safe) gives
+    what could be parsed.
+    """
+    out: dict[tuple[str, int], int] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    if len(lines) < 2 or lines[0].strip() != "0":
+        return out
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        try:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError:
+            continue
+    return out
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``topic-3`` -> ("topic", 3); None for anything else (e.g. ``x-0.abc-delete``)."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not part.isdigit() or not topic or not _TOPIC_RE.match(topic):
+        return None
+    return topic, int(part)
+
+
+def list_segments(path: str) -> list[Segment]:
+    segs = []
+    for name in os.listdir(path):
+        m = _SEGMENT_RE.match(name)
+        if m:
+            segs.append(Segment(int(m.group(1)), os.path.join(path, name)))
+    segs.sort(key=lambda s: s.base_offset)
+    return segs
+
+
+def list_partitions(log_dirs: list[str]) -> list[PartitionLog]:
+    """Every partition directory under the given log dirs, sorted by (topic, partition)."""
+    found = []
+    for d in log_dirs:
+        if not os.path.isdir(d):
+            raise FileNotFoundError(f"log dir {d!r} does not exist")
+        hws = read_checkpoint(os.path.join(d, "replication-offset-checkpoint"))
+        starts = read_checkpoint(os.path.join(d, "log-start-offset-checkpoint"))
+        for name in sorted(os.listdir(d)):
+            tp = parse_partition_dir(name)
+            path = os.path.join(d, name)
+            if tp is None or not os.path.isdir(path):
+                continue
+            found.append(PartitionLog(tp[0], tp[1], path, list_segments(path), starts.get(tp), hws.get(tp)))
+    found.sort(key=lambda p: (p.topic, p.partition))
+    return found
+
+
+# --- indexes ----------------------------------------------------------------------------
+
+
+def _valid_prefix(first_col: np.ndarray, second_col: np.ndarray) -> int:
+    """Number of real entries: a preallocated index ends in zero entries; the first entry
+    may legitimately be (0, 0), so only entries after it count as the end marker. Real
+    entries have strictly increasing first columns, so the predicate is monotonic and a
+    binary search touches only O(log n) pages of a mostly-zero file."""
+    n = len(first_col)
+    if n <= 1:
+        return n
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if first_col[mid] == 0 and second_col[mid] == 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _memmap(path: str, dtype: np.dtype) -> np.ndarray:
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return np.empty(0, dtype=dtype)
+    n = size // dtype.itemsize
+    if n == 0:
+        return np.empty(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+
+
+_OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
+_TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
+
+
+def read_offset_index(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
+    """(absolute offsets, positions) of the .index entries, int64, trailing zeros dropped."""
+    raw = _memmap(seg.index_path, _OFFSET_ENTRY)
+    n = _valid_prefix(raw["rel"], raw["pos"]) if len(raw) else 0
+    rel = np.asarray(raw["rel"][:n], dtype=np.int64)
+    pos = np.asarray(raw["pos"][:n], dtype=np.int64)
+    # keep the strictly increasing prefix: a half-written entry must not mislead a lookup
+    ok = np.ones(n, dtype=bool)
+    if n > 1:
+        ok[1:] = (np.diff(rel) > 0) & (np.diff(pos) > 0)
+    k = int(np.argmin(ok)) if not ok.all() else n
+    return rel[:k] + seg.base_offset, pos[:k]
+
+
+def read_time_index(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps ms, absolute offsets) of the .timeindex entries, trailing zeros dropped."""
+    raw = _memmap(seg.timeindex_path, _TIME_ENTRY)
+    n = _valid_prefix(raw["ts"], raw["rel"]) if len(raw) else 0
+    ts = np.asarray(raw["ts"][:n], dtype=np.int64)
+    rel = np.asarray(raw["rel"][:n], dtype=np.int64)
+    return ts, rel + seg.base_offset
+
+
+def _entry_checks(seg: Segment, offset: int, pos: int) -> bool:
+    """Does the batch at ``pos`` exist and contain or start after... ``offset``'s batch?
+
+    Index entries are hints written by another process: accept one only if a magic-2
+    batch header sits at that position and it ends at or after the entry's offset."""
+    try:
+        with open(seg.path, "rb") as f:
+            f.seek(pos)
+            raw = f.read(HEADER_SIZE)
+    except OSError:
+        return False
+    if len(raw) < HEADER_SIZE:
+        return False
+    h = parse_header(raw)
+    return h.magic == 2 and h.base_offset <= offset <= h.last_offset and h.base_offset >= seg.base_offset
+
+
+def lookup_position(seg: Segment, offset: int) -> tuple[int, int]:
+    """(file position, index entry number) to start scanning from to find ``offset``.
+
+    Kafka's lookup: the last index entry with offset <= target. The batch at that
+    position contains the entry's offset (whether the storage indexes a batch by its base
+    or its last offset), so every later offset lies at or after it.
+    """
+    offsets, positions = read_offset_index(seg)
+    i = bisect.bisect_right(offsets.tolist(), offset) - 1 if len(offsets) else -1
+    while i >= 0 and not _entry_checks(seg, int(offsets[i]), int(positions[i])):
+        i -= 1
+    return (int(positions[i]) if i >= 0 else 0), i
+
+
+def end_position(seg: Segment, offset: int, limit: int) -> int:
+    """A file position at or after which every batch starts at an offset >= ``offset``.
+
+    Take the first index entry with offset >= target: its batch may still contain earlier
+    offsets (last-offset indexing), so use the entry after it."""
+    offsets, positions = read_offset_index(seg)
+    k = bisect.bisect_left(offsets.tolist(), offset)
+    if k + 1 < len(offsets) and int(positions[k + 1]) < limit and _entry_checks(seg, int(offsets[k + 1]), int(positions[k + 1])):
+        return int(positions[k + 1])
+    return limit
+
+
+def split_points(seg: Segment, start: int, end: int, pieces: int) -> list[int]:
+    """Up to ``pieces`` - 1 batch-boundary positions (from the .index) splitting
+    [start, end) into roughly equal byte ranges."""
+    if pieces <= 1:
+        return []
+    offsets, positions = read_offset_index(seg)
+    inside = [(int(o), int(p)) for o, p in zip(offsets.tolist(), positions.tolist(), strict=True) if start < p < end]
+    if not inside:
+        return []
+    cuts = []
+    step = (end - start) / pieces
+    j = 0
+    for k in range(1, pieces):
+        target = start + k * step
+        while j < len(inside) and inside[j][1] < target:
+            j += 1
+        if j < len(inside) and (not cuts or inside[j][1] > cuts[-1]) and _entry_checks(seg, *inside[j]):
+            cuts.append(inside[j][1])
+    return cuts
+
+
+# --- time -> offset -------------------------------------------------------------------
+
+
+def _walk_file(path: str, start: int, end: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read() if end is None else f.read(max(0, end - start))
+    buf = np.frombuffer(data, dtype=np.uint8)
+    headers, _ = walk_all_headers(buf)
+    return headers, buf
+
+
+def offset_for_timestamp(plog: PartitionLog, ts: int, lo: int, hi: int, *, exact: bool = True) -> int:
+    """Kafka's ListOffsets by time, within [lo, hi): the earliest offset whose record
+    timestamp is >= ts, or ``hi`` if none.
+
+    Uses .timeindex to skip: an entry (t, o) with t < ts means every record up to o has a
+    timestamp <= t < ts (entries record the max timestamp so far), so the scan starts at
+    the last such entry. With ``exact=False`` the answer is the base offset of the first
+    batch whose maxTimestamp >= ts (enough to skip work for a pushed-down filter).
+    """
+    segs = plog.segments
+    for i, seg in enumerate(segs):
+        seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if seg_end is not None and seg_end <= lo:
+            continue
+        if seg.base_offset >= hi:
+            break
+        tss, offs = read_time_index(seg)
+        k = int(np.searchsorted(tss, ts, side="left")) - 1  # last entry with t < ts
+        start_off = max(lo, int(offs[k])) if k >= 0 else lo
+        pos, _ = lookup_position(seg, start_off)
+        limit = plog.log_end()[1] if i == len(segs) - 1 else None
+        headers, buf = _walk_file(seg.path, pos, limit)
+        if not len(headers):
+            continue
+        last = headers[:, H_BASE_OFFSET] + headers[:, H_LAST_DELTA]
+        cand = np.nonzero((headers[:, H_MAX_TS] >= ts) & (last >= lo) & (headers[:, H_BASE_OFFSET] < hi))[0]
+        for j in cand.tolist():
+            if not exact:
+                return max(lo, int(headers[j, H_BASE_OFFSET]))
+            p = int(headers[j, H_POS])
+            for rec in iter_records(buf[p : p + int(headers[j, H_SIZE])].tobytes()):
+                if lo <= rec.offset < hi and rec.timestamp >= ts:
+                    return rec.offset
+    return hi
+
+
+# --- slices ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A byte range of one segment to read, with the offset range to keep."""
+
+    topic: str
+    partition: int
+    path: str
+    start: int  # file position of the first batch
+    end: int  # read no batch that starts at or after this position (nor runs past it)
+    offset_lo: int
+    offset_hi: int
+    ts_lo: int | None = None  # batches with maxTimestamp below this can be skipped
+    size_hint: int = 0
+
+
+def plan_partition(plog: PartitionLog, lo: int, hi: int, *, ts_lo: int | None = None) -> list[Slice]:
+    """One slice per segment overlapping [lo, hi), positions resolved through .index."""
+    out = []
+    segs = plog.segments
+    leo, last_size = plog.log_end()
+    hi = min(hi, leo)
+    if lo >= hi:
+        return out
+    for i, seg in enumerate(segs):
+        seg_end_off = segs[i + 1].base_offset if i + 1 < len(segs) else leo
+        if seg_end_off <= lo or seg.base_offset >= hi:
+            continue  # never opened
+        try:
+            size = last_size if i == len(segs) - 1 else os.path.getsize(seg.path)
+        except OSError:
+            continue  # deleted by retention since listing
+        start = lookup_position(seg, lo)[0] if lo > seg.base_offset else 0
+        end = end_position(seg, hi, size) if hi < seg_end_off else size
+        if start < end:
+            out.append(Slice(plog.topic, plog.partition, seg.path, start, end, lo, hi, ts_lo, end - start))
+    return out
+
+
+def split_slices(slices: list[Slice], min_partitions: int) -> list[Slice]:
+    """Split the biggest slices at .index entries until there are >= min_partitions."""
+    if len(slices) >= min_partitions:
+        return slices
+    total = sum(s.size_hint for s in slices) or 1
+    out = []
+    for s in slices:
+        want = max(1, round(min_partitions * s.size_hint / total + 0.4999))
+        cuts = split_points(Segment(0, s.path), s.start, s.end, want)
+        bounds = [s.start, *cuts, s.end]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            out.append(Slice(s.topic, s.partition, s.path, a, b, s.offset_lo, s.offset_hi, s.ts_lo, b - a))
+    return out
+
+
+def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Iterator[pa.RecordBatch]:
+    """Decode the slice into Arrow batches of the given schema (one per ~chunk bytes).
+
+    Control batches are skipped; a torn tail ends the read quietly. A missing file (a
+    segment deleted by retention after planning) yields nothing.
+    """
+    try:
+        f = open(s.path, "rb")
+    except FileNotFoundError:
+        return
+    try:
+        pos = s.start
+        while pos < s.end:
+            want = min(chunk, s.end - pos)
+            data = os.pread(f.fileno(), want, pos)
+            if not data:
+                return
+            buf = np.frombuffer(data, dtype=np.uint8)
+            headers, used = walk_all_headers(buf)
+            if not len(headers):
+                if len(data) < want:
+                    return  # torn tail
+                # one batch larger than the chunk: read exactly it
+                if len(data) >= 12:
+                    size = int.from_bytes(data[8:12], "big", signed=True) + 12
+                    if size > s.end - pos:
+                        return  # runs past the planned end: torn when planned
+                    if size > len(data):
+                        chunk = size
+                        continue
+                raise CorruptRecordError(f"{s.path}: no valid batch at position {pos}")
+            keep = select_rows(headers, s.offset_lo, s.offset_hi, s.ts_lo)
+            sel = headers[keep]
+            if len(sel):
+                yield decode_batches(buf, sel, topic=s.topic, partition=s.partition, schema=schema,
+                                     offset_lo=s.offset_lo, offset_hi=s.offset_hi, base_position=pos)
+            if int(headers[-1, H_BASE_OFFSET]) >= s.offset_hi:
+                return
+            pos += used
+            if len(data) < want and used == len(data):
+                return
+    finally:
+        f.close()
+
+
+def read_records_python(log_dirs: list[str], topics: list[str] | None = None, *,
+                        ignore_high_watermark: bool = True) -> list[dict]:
+    """Reference reader: every record as a dict with the data source's columns, decoded
+    record by record with protocol.records (slow, independent of decode.py).
+
+    Meant for tests: compare ``df.collect()`` rows (as dicts) with this list.
+    """
+    rows = []
+    for plog in list_partitions(log_dirs):
+        if topics is not None and plog.topic not in topics:
+            continue
+        lo, hi = plog.earliest, plog.end_offset(ignore_high_watermark)
+        leo, last_size = plog.log_end()
+        for i, seg in enumerate(plog.segments):
+            with open(seg.path, "rb") as f:
+                data = f.read() if i < len(plog.segments) - 1 else f.read(last_size)
+            for pos, h in iter_headers(data):
+                if h.is_control:
+                    continue
+                for rec in iter_records(data, pos):
+                    if lo <= rec.offset < hi:
+                        rows.append({
+                            "key": rec.key, "value": rec.value, "topic": plog.topic, "partition": plog.partition,
+                            "offset": rec.offset, "timestamp_ms": rec.timestamp,
+                            "timestampType": 1 if h.is_log_append_time else 0,
+                            "headers": [(k, v) for k, v in rec.headers],
+                        })
+    return rows
