@@ -1,1 +1,41 @@
-"""One module per Kafka API family."""
+"""One module per Kafka API family. Each handler is registered with :func:`handles` and
+called as ``handler(broker, ctx, request)``; it returns a kio response object, a list of
+already-framed chunks (fast paths), None (no response: Produce acks=0), or an awaitable
+of one of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+HANDLERS: dict[int, Callable[..., Any]] = {}
+
+
+def handles(*api_keys: int) -> Callable:
+    def register(fn: Callable) -> Callable:
+        for key in api_keys:
+            HANDLERS[key] = fn
+        return fn
+
+    return register
+
+
+def load_all() -> None:
+    """Import every handler module so that they register themselves."""
+    from . import (  # noqa: F401
+        api_versions,
+        cluster,
+        configs,
+        fetch,
+        list_offsets,
+        metadata,
+        produce,
+        producer_ids,
+        records,
+        topics,
+    )
+    try:
+        from . import groups  # noqa: F401
+    except ImportError:
+        pass

@@ -1,0 +1,103 @@
+"""The `krait` command: serve | topics | groups | dump-log | perf."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .config import BrokerConfig, ConfigError, read_properties
+
+log = logging.getLogger("krait")
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
+    props = read_properties(properties) if properties else {}
+    props.update(_parse_overrides(overrides))
+    return BrokerConfig.from_props(props)
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from .broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await broker.stop()
+    return 0
+
+
+def serve(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="krait serve", description="Run the Krait broker.")
+    p.add_argument("properties", nargs="?", help="server.properties file (Kafka's keys)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config key, overriding the file (repeatable)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.properties, args.override)
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"krait: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # uvloop is optional on platforms without it
+        runner = asyncio.run
+    try:
+        return runner(_serve(config))
+    except OSError as exc:
+        print(f"krait: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"krait: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {
+        "serve": serve,
+        "topics": lambda a: _lazy("broker.admin_cli", "topics_main", a),
+        "groups": lambda a: _lazy("broker.admin_cli", "groups_main", a),
+        "dump-log": lambda a: _lazy("storage.dump_log", "main", a),
+        "perf": lambda a: _lazy("broker.perf", "main", a),
+    }
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        print("usage: krait {serve,topics,groups,dump-log,perf} [options]\n"
+              "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
+              "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
+              "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
+              "  dump-log   print segment, index and time-index files (like kafka-dump-log.sh)\n"
+              "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return int(commands[argv[0]](argv[1:]) or 0)
+
+
+def _lazy(module: str, func: str, argv: list[str]) -> int:
+    import importlib
+
+    return int(getattr(importlib.import_module(module), func)(argv) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""ApiVersions: the ranges in protocol.apis.SUPPORTED. The answer never changes, so its
+body is built once per version and reused."""
+
+from __future__ import annotations
+
+import struct
+from functools import cache
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+
+def _api_keys() -> list[dict]:
+    return [dict(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
+            for r in apis.SUPPORTED.values()]
+
+
+@cache
+def _body(version: int) -> bytes:
+    resp = make(apis.response_type(ApiKey.API_VERSIONS, version), error_code=ErrorCode.none,
+                api_keys=_api_keys(), throttle_time=0)
+    return framing.encode_body(resp)
+
+
+@handles(ApiKey.API_VERSIONS)
+def api_versions(broker, ctx, req) -> list[bytes]:
+    body = _body(ctx.version)
+    return [struct.pack(">ii", len(body) + 4, ctx.header.correlation_id), body]
+
+
+def unsupported_version_response(correlation_id: int) -> list[bytes]:
+    """What Kafka sends for an ApiVersions version it does not know: a v0 body with
+    UNSUPPORTED_VERSION and our ranges, so the client can downgrade."""
+    resp = make(apis.response_type(ApiKey.API_VERSIONS, 0), error_code=ErrorCode.unsupported_version,
+                api_keys=_api_keys())
+    body = framing.encode_body(resp)
+    return [struct.pack(">ii", len(body) + 4, correlation_id), body]

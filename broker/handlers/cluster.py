@@ -1,0 +1,19 @@
+"""DescribeCluster: this broker is the whole cluster and its controller."""
+
+from __future__ import annotations
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER)
+def describe_cluster(broker, ctx, req):
+    brokers = [dict(broker_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
+               for lst in broker.config.advertised_listeners[:1]]
+    return make(apis.response_type(ApiKey.DESCRIBE_CLUSTER, ctx.version), throttle_time=0,
+                error_code=ErrorCode.none, error_message=None, endpoint_type=1, cluster_id=broker.registry.cluster_id,
+                controller_id=broker.node_id, brokers=brokers)

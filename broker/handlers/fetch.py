@@ -1,0 +1,106 @@
+"""Fetch: stored batch bytes go from the segment file (one pread per partition) into the
+response chunks untouched; the response is framed by protocol.fetch_codec, so record bytes
+are never copied into a bigger buffer. Long poll: when fewer than min_bytes are available,
+the request parks in the purgatory until an append to one of its partitions or max_wait.
+
+Fetch sessions (KIP-227) are declined by answering session id 0, which every client
+handles by sending full fetch requests.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_response
+from storage.errors import StorageError
+
+from . import handles
+
+LEADER_EPOCH = 0
+
+
+def _read_all(broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
+    reg = broker.registry
+    logs = broker.logs
+    remaining = req.max_bytes if version >= 3 else 2**31 - 1
+    total = 0
+    any_error = False
+    keys = []
+    topics = []
+    first = True
+    for t in req.topics:
+        if version >= 13:
+            info = reg.by_id.get(t.topic_id)
+            name = info.name if info else ""
+            topic_id = t.topic_id
+        else:
+            name = t.topic
+            info = reg.get(name)
+            topic_id = info.topic_id if info else None
+        ft = FetchTopic(name, topic_id, [])
+        topics.append(ft)
+        for p in t.partitions:
+            fp = FetchPartition(p.partition, records=b"")
+            ft.partitions.append(fp)
+            if info is None:
+                fp.error_code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
+                any_error = True
+                continue
+            plog = logs.get(name, p.partition)
+            if plog is None:
+                fp.error_code = ErrorCode.unknown_topic_or_partition
+                any_error = True
+                continue
+            cle = getattr(p, "current_leader_epoch", -1)
+            if cle > LEADER_EPOCH:
+                fp.error_code = ErrorCode.unknown_leader_epoch
+                any_error = True
+                continue
+            keys.append((name, p.partition))
+            hw = plog.high_watermark
+            fp.high_watermark = hw
+            fp.last_stable_offset = hw
+            fp.log_start_offset = plog.log_start_offset
+            try:
+                if remaining <= 0 and not first:
+                    continue
+                region = plog.read(p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)),
+                                   max_offset=hw, min_one_batch=first)
+            except StorageError as exc:
+                fp.error_code = exc.error_code
+                any_error = True
+                continue
+            if region is not None and region.length > 0:
+                data = os.pread(region.fd, region.length, region.position)
+                fp.records = data
+                total += len(data)
+                remaining -= len(data)
+                first = False
+    return topics, total, any_error, keys
+
+
+@handles(ApiKey.FETCH)
+def fetch(broker, ctx, req):
+    version = ctx.version
+    correlation_id = ctx.header.correlation_id
+    if getattr(req, "session_id", 0) != 0 and getattr(req, "session_epoch", -1) > 0:
+        chunks, _ = encode_fetch_response(version, correlation_id, [], error_code=ErrorCode.fetch_session_id_not_found)
+        return chunks
+    topics, total, any_error, keys = _read_all(broker, req, version)
+    max_wait = req.max_wait.total_seconds()
+    if total >= req.min_bytes or max_wait <= 0 or any_error or not keys:
+        return encode_fetch_response(version, correlation_id, topics)[0]
+    return _long_poll(broker, req, version, correlation_id, max_wait, keys)
+
+
+async def _long_poll(broker, req, version, correlation_id, max_wait, keys):
+    deadline = time.monotonic() + max_wait
+    while True:
+        woke = await broker.purgatory.wait(keys, deadline - time.monotonic())
+        topics, total, any_error, keys = _read_all(broker, req, version)
+        if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline:
+            return encode_fetch_response(version, correlation_id, topics)[0]

@@ -1,0 +1,108 @@
+"""Produce: per partition, validate the batch headers and CRC32C, assign offsets and
+append the bytes as received (no record is decoded, except to check keys on compacted
+topics), wake parked fetches, answer. acks=0 sends nothing back (and, as in Kafka, an
+error closes the connection so the client notices)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import iter_records, validate_batches
+from storage.errors import StorageError
+
+from ..topics import INTERNAL_TOPICS
+from . import handles
+
+log = logging.getLogger("krait.produce")
+
+
+class _PartitionError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None):
+        self.code = code
+        self.message = message
+
+
+def append_partition(broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
+    """Validate and append one partition's records; returns the AppendResult."""
+    if topic in INTERNAL_TOPICS and not internal_ok:
+        raise _PartitionError(ErrorCode.invalid_topic_exception,
+                              f"Cannot append to internal topic {topic}")
+    plog = broker.logs.get(topic, partition)
+    if plog is None:
+        raise _PartitionError(ErrorCode.unknown_topic_or_partition)
+    if records is None:
+        raise _PartitionError(ErrorCode.corrupt_message, "null records")
+    cfg = plog.config
+    try:
+        headers = validate_batches(records)
+    except ProtocolError as exc:
+        raise _PartitionError(exc.error_code, str(exc)) from None
+    for h in headers:
+        if h.size > cfg.max_message_bytes:
+            raise _PartitionError(ErrorCode.message_too_large,
+                                  f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+    if cfg.compact:
+        # Compaction needs a key on every record; checking means decoding this batch,
+        # which Kafka does too for compacted topics.
+        try:
+            pos = 0
+            for h in headers:
+                for rec in iter_records(records, pos):
+                    if rec.key is None:
+                        raise _PartitionError(ErrorCode.invalid_record,
+                                              "Compacted topic cannot accept message without key")
+                pos += h.size
+        except ProtocolError as exc:
+            raise _PartitionError(exc.error_code, str(exc)) from None
+    buf = records if isinstance(records, bytearray) else bytearray(records)
+    try:
+        result = plog.append(buf, headers, leader_epoch=0,
+                             log_append_time_ms=now_ms if cfg.log_append_time else None)
+    except StorageError as exc:
+        raise _PartitionError(exc.error_code, str(exc)) from None
+    if not result.duplicate:
+        broker.purgatory.notify((topic, partition))
+    return result
+
+
+@handles(ApiKey.PRODUCE)
+def produce(broker, ctx, req):
+    acks = req.acks
+    now_ms = int(time.time() * 1000)
+    bad_acks = acks not in (0, 1, -1)
+    any_error = False
+    topics_out = []
+    for td in req.topic_data:
+        parts = []
+        for pd in td.partition_data:
+            entry = dict(index=pd.index, error_code=ErrorCode.none, base_offset=-1, log_start_offset=-1)
+            if bad_acks:
+                entry["error_code"] = ErrorCode.invalid_required_acks
+            else:
+                try:
+                    res = append_partition(broker, td.name, pd.index, pd.records, now_ms)
+                    entry["base_offset"] = res.base_offset
+                    entry["log_start_offset"] = res.log_start_offset
+                    if res.log_append_time_ms >= 0:
+                        entry["log_append_time"] = datetime.datetime.fromtimestamp(
+                            res.log_append_time_ms / 1000, tz=datetime.UTC)
+                except _PartitionError as exc:
+                    entry["error_code"] = exc.code
+                    entry["error_message"] = exc.message
+                    any_error = True
+                    if exc.code not in (ErrorCode.unknown_topic_or_partition,):
+                        log.info("produce to %s-%d from %s rejected: %s %s", td.name, pd.index, ctx.client_id,
+                                 exc.code.name, exc.message or "")
+            parts.append(entry)
+        topics_out.append(dict(name=td.name, partition_responses=parts))
+    if acks == 0:
+        if any_error:
+            ctx.conn.close()
+        return None
+    return make(apis.response_type(ApiKey.PRODUCE, ctx.version), responses=topics_out, throttle_time=0)

@@ -1,0 +1,23 @@
+"""InitProducerId for idempotent producers: a fresh producer id (allocated from blocks
+persisted in the metadata document) and epoch 0. Transactions are not supported yet:
+a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
+report as a fatal, clearly-named error instead of retrying forever."""
+
+from __future__ import annotations
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+
+@handles(ApiKey.INIT_PRODUCER_ID)
+def init_producer_id(broker, ctx, req):
+    rtype = apis.response_type(ApiKey.INIT_PRODUCER_ID, ctx.version)
+    if req.transactional_id is not None:
+        return make(rtype, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
+                    producer_id=-1, producer_epoch=-1)
+    return make(rtype, throttle_time=0, error_code=ErrorCode.none, producer_id=broker.next_producer_id(),
+                producer_epoch=0)

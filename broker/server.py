@@ -1,0 +1,213 @@
+"""Listeners and connections: size-prefixed framing with socket.request.max.bytes
+enforced before allocating, in-order responses for pipelined requests, and back-pressure.
+
+A connection parses each complete frame's header and hands it to the dispatcher. A
+handler may answer at once (the common case: no task is created) or return an awaitable
+(long-poll fetch, acks waits, group joins); either way responses leave in request order.
+A malformed frame or unsupported request closes only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from protocol import apis, framing
+from protocol.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("krait.server")
+
+_SIZE = struct.Struct(">i")
+_NO_RESPONSE = object()
+
+
+class RequestContext:
+    __slots__ = ("header", "conn", "client_host", "client_port")
+
+    def __init__(self, header: framing.RequestHeader, conn: Connection):
+        self.header = header
+        self.conn = conn
+        peer = conn.peer
+        self.client_host = peer[0] if peer else ""
+        self.client_port = peer[1] if peer else 0
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+
+class _Slot:
+    __slots__ = ("chunks", "done")
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] | None = None
+        self.done = False
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple | None = None
+        self._buf = bytearray()
+        self._pending: deque[_Slot] = deque()
+        self._closed = False
+        self._paused_reading = False
+        self._write_paused = False
+        self._max_request = int(broker.config["socket.request.max.bytes"])
+
+    # --- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.peer = transport.get_extra_info("peername")
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.broker.connections.discard(self)
+        self._pending.clear()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop reading its requests too.
+        self._write_paused = True
+        if self.transport is not None and not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self.transport is not None and self._paused_reading and len(self._pending) < 64:
+            self.transport.resume_reading()
+            self._paused_reading = False
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        if buf:
+            buf += data
+        else:
+            buf = self._buf = bytearray(data)
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self._max_request:
+                log.warning("closing connection from %s: request size %d outside 0..socket.request.max.bytes (%d)",
+                            self.peer, size, self._max_request)
+                self.close()
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self._handle_frame(frame)
+            if self._closed:
+                return
+        if pos:
+            del buf[:pos]
+        if len(self._pending) >= 256 and not self._paused_reading and self.transport is not None:
+            # Too many requests in flight on one connection: let TCP push back.
+            self.transport.pause_reading()
+            self._paused_reading = True
+
+    # --- request handling -----------------------------------------------------------------
+    def _handle_frame(self, frame: bytes) -> None:
+        try:
+            header = framing.parse_request_header(frame)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: malformed request header: %s", self.peer, exc)
+            self.close()
+            return
+        slot = _Slot()
+        self._pending.append(slot)
+        try:
+            result = self.broker.dispatch(RequestContext(header, self), frame)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s (client %r): %s %s", self.peer, header.client_id,
+                        apis.api_name(header.api_key), exc)
+            self.close()
+            return
+        except Exception:
+            log.exception("error handling %s v%d from %s; closing the connection",
+                          apis.api_name(header.api_key), header.api_version, self.peer)
+            self.close()
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t, s=slot, h=header: self._task_done(t, s, h))
+            self.broker.track(task)
+        else:
+            self._complete(slot, header, result)
+
+    def _task_done(self, task: asyncio.Task, slot: _Slot, header: framing.RequestHeader) -> None:
+        if self._closed:
+            return
+        if task.cancelled():
+            self.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("error handling %s v%d from %s; closing the connection", apis.api_name(header.api_key),
+                      header.api_version, self.peer, exc_info=exc)
+            self.close()
+            return
+        self._complete(slot, header, task.result())
+
+    def _complete(self, slot: _Slot, header: framing.RequestHeader, result: Any) -> None:
+        if result is None:
+            slot.chunks = None
+        elif isinstance(result, list):
+            slot.chunks = result  # already-framed chunks (fast paths)
+        elif isinstance(result, bytes | bytearray):
+            slot.chunks = [result]
+        else:
+            try:
+                slot.chunks = [framing.encode_response(header.api_key, header.api_version, header.correlation_id, result)]
+            except Exception:
+                log.exception("cannot encode %s v%d response", apis.api_name(header.api_key), header.api_version)
+                self.close()
+                return
+        slot.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        out: list[Any] = []
+        while pending and pending[0].done:
+            chunks = pending.popleft().chunks
+            if chunks:
+                out.extend(chunks)
+        if out:
+            transport.writelines(out)
+        if self._paused_reading and not self._write_paused and len(pending) < 64:
+            transport.resume_reading()
+            self._paused_reading = False
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+
+async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
+    loop = asyncio.get_running_loop()
+    servers = []
+    for lst in broker.config.listeners:
+        host = None if lst.host in ("", "0.0.0.0") else lst.host
+        server = await loop.create_server(lambda: Connection(broker), host, lst.port, reuse_address=True, backlog=1024)
+        servers.append(server)
+    return servers

@@ -1,0 +1,116 @@
+"""The topic registry: every topic's id, partition count and config overrides, plus the
+broker's dynamic config overrides, persisted as one JSON document in the first log dir.
+
+Apache Kafka keeps this in its metadata log (KRaft); a single broker needs only a small
+document written atomically (tmp + fsync + rename). Partition data lives in storage/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+METADATA_FILE = "krait-metadata.json"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's Topic.validate: the reason a name is illegal, or None."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.match(name):
+        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class TopicRegistry:
+    def __init__(self, log_dir: str | Path):
+        self.path = Path(log_dir) / METADATA_FILE
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.broker_configs: dict[str, str] = {}
+        self.cluster_id: str | None = None
+        self.next_producer_id_block = 0
+        #: bumped on every change so cached Metadata responses can be invalidated
+        self.version = 0
+
+    def load(self) -> None:
+        if not self.path.exists():
+            return
+        doc = json.loads(self.path.read_text())
+        self.cluster_id = doc.get("cluster_id")
+        self.broker_configs = dict(doc.get("broker_configs", {}))
+        self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
+        for name, t in doc.get("topics", {}).items():
+            info = TopicInfo(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
+            self.topics[name] = info
+            self.by_id[info.topic_id] = info
+        self.version += 1
+
+    def save(self) -> None:
+        doc = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "broker_configs": self.broker_configs,
+            "next_producer_id_block": self.next_producer_id_block,
+            "topics": {
+                t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                for t in self.topics.values()
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.version += 1
+
+    def broker_configs_as_topic_defaults(self) -> dict[str, str]:
+        """Dynamic broker configs (AlterConfigs on the broker) that change topic defaults,
+        renamed to their topic-level keys (log.retention.ms -> retention.ms, ...)."""
+        from .config import TOPIC_DEFAULT_SOURCES
+
+        reverse = {b: t for t, b in TOPIC_DEFAULT_SOURCES.items()}
+        return {reverse[k]: v for k, v in self.broker_configs.items() if k in reverse}
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
+        info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs))
+        self.topics[name] = info
+        self.by_id[info.topic_id] = info
+        self.save()
+        return info
+
+    def remove(self, name: str) -> TopicInfo | None:
+        info = self.topics.pop(name, None)
+        if info is not None:
+            self.by_id.pop(info.topic_id, None)
+            self.save()
+        return info
+
