@@ -60,6 +60,16 @@ def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise DecodeError("varint too long in request header")
 
 
+def _readonly(frame: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """kio's reader refuses writable buffers ("Received writable byte buffer where
+    read-only was expected"), e.g. a bytearray receive buffer: hand it a read-only view
+    (no copy; kio copies what it keeps)."""
+    if isinstance(frame, bytes):
+        return frame
+    mv = memoryview(frame)
+    return mv if mv.readonly else mv.toreadonly()
+
+
 def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     """Parse the request header of a frame (without its size prefix).
 
@@ -102,6 +112,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
             f"{apis.api_name(header.api_key)} v{header.api_version} is not supported"
         )
     rtype = apis.request_type(header.api_key, header.api_version)
+    frame = _readonly(frame)
     # kio preallocates arrays from their length prefix: check lengths first (bounds.py)
     check_entity(rtype, frame, header.body_offset)
     try:
@@ -167,6 +178,7 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
             pos += size
             if pos > len(frame):
                 raise DecodeError("tagged field runs past the end of the frame")
+    frame = _readonly(frame)
     check_entity(rtype, frame, pos)
     try:
         obj, _ = entity_reader(rtype)(frame, pos)
