@@ -1,0 +1,79 @@
+"""Every advertised range lies inside Kafka's own validVersions, and kio's idea of which
+versions are flexible agrees with the specs' flexibleVersions."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from protocol import apis
+
+SPECS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-message-specs" / "clients"
+
+pytestmark = pytest.mark.skipif(
+    not SPECS.is_dir(), reason=f"Kafka message specs not found at {SPECS} (clone ../shared/kafka-message-specs)"
+)
+
+
+def _load(path: Path) -> dict:
+    text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("//"))
+    return json.loads(text)
+
+
+@cache
+def _specs() -> dict[tuple[int, str], dict]:
+    out = {}
+    for path in SPECS.glob("*.json"):
+        spec = _load(path)
+        if spec.get("type") in ("request", "response") and "apiKey" in spec:
+            out[spec["apiKey"], spec["type"]] = spec
+    return out
+
+
+def _range(text: str) -> tuple[int, int] | None:
+    """Kafka's version-range syntax: "none", "3", "3+", "0-11"."""
+    text = text.strip()
+    if text == "none":
+        return None
+    if m := re.fullmatch(r"(\d+)\+", text):
+        return int(m[1]), 1 << 15
+    if m := re.fullmatch(r"(\d+)-(\d+)", text):
+        return int(m[1]), int(m[2])
+    return int(text), int(text)
+
+
+API_KEYS = sorted(apis.SUPPORTED)
+
+
+@pytest.mark.parametrize("api_key", API_KEYS, ids=apis.api_name)
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_advertised_range_within_valid_versions(api_key, kind):
+    spec = _specs().get((api_key, kind))
+    assert spec is not None, f"no {kind} spec with apiKey {api_key} in {SPECS}"
+    lo, hi = _range(spec["validVersions"])
+    r = apis.SUPPORTED[api_key]
+    assert lo <= r.min_version <= r.max_version <= hi, (
+        f"{spec['name']}: advertised {r.min_version}-{r.max_version}, Kafka knows {spec['validVersions']}")
+    assert r.min_version <= r.served_from <= r.max_version
+
+
+@pytest.mark.parametrize("api_key", API_KEYS, ids=apis.api_name)
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_flexible_versions_agree_with_kio(api_key, kind):
+    spec = _specs()[api_key, kind]
+    flex = _range(spec["flexibleVersions"])
+    r = apis.SUPPORTED[api_key]
+    for v in range(r.served_from, r.max_version + 1):
+        t = apis.request_type(api_key, v) if kind == "request" else apis.response_type(api_key, v)
+        expected = flex is not None and flex[0] <= v <= flex[1]
+        assert t.__flexible__ == expected, f"{spec['name']} v{v}: kio flexible={t.__flexible__}, spec says {expected}"
+
+
+def test_api_key_numbers_match_specs():
+    for api_key in API_KEYS:
+        spec = _specs()[api_key, "request"]
+        assert spec["name"].removesuffix("Request").lower() == apis.api_name(api_key).replace("_", ""), spec["name"]
