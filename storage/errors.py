@@ -1,0 +1,61 @@
+"""Storage exceptions, each carrying the Kafka ErrorCode the broker should answer with.
+
+The broker maps any :class:`StorageError` to ``exc.error_code`` for the one partition
+concerned; nothing here is fatal to the process.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+__all__ = [
+    "StorageError",
+    "KafkaStorageError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "RecordTooLargeError",
+    "CorruptIndexError",
+]
+
+
+class StorageError(Exception):
+    """Base class; ``error_code`` is what goes into the response for this partition."""
+
+    error_code: ErrorCode = ErrorCode.unknown_server_error
+
+
+class KafkaStorageError(StorageError):
+    """The partition's files failed (EIO, ENOSPC, ...); the partition is offline."""
+
+    error_code = ErrorCode.kafka_storage_error
+
+
+class OffsetOutOfRangeError(StorageError):
+    """Requested offset lies outside [log_start_offset, log_end_offset]."""
+
+    error_code = ErrorCode.offset_out_of_range
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer skipped sequence numbers."""
+
+    error_code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch carries an epoch older than the producer's current one (fenced)."""
+
+    error_code = ErrorCode.invalid_producer_epoch
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than max.message.bytes."""
+
+    error_code = ErrorCode.message_too_large
+
+
+class CorruptIndexError(StorageError):
+    """An index file failed its sanity check; callers rebuild it from the log."""
+
+    error_code = ErrorCode.kafka_storage_error

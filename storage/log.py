@@ -1,0 +1,615 @@
+"""PartitionLog: one partition's ordered segments; append, read, roll, retention, recovery.
+
+The log lives in ``<log.dir>/<topic>-<partition>/``. The last segment is the active one
+(its indexes mapped for appending). Offsets are located by a binary search over segment
+base offsets, then the segment's sparse index, then a short walk over batch headers.
+
+Loading (Kafka's LogLoader): leftover ``.cleaned``/``.tmp``/``.deleted`` files are removed,
+``.swap`` files (a compaction that finished writing) are swapped in, segments lacking
+index files get them rebuilt. After a clean shutdown only the active segment is looked
+at (from its last index entry to its end), so a clean start costs O(segments) stats, not
+O(bytes). After a crash every segment from the recovery point on is re-read with CRC
+checks, truncated at the first invalid batch, and later segments are dropped.
+
+Every OSError on the write path takes this partition (only) offline: later calls raise
+KafkaStorageError until the log is reopened.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.records import BatchHeader, assign_offsets, iter_records
+
+from .config import LogConfig
+from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
+from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    scan_headers,
+)
+
+__all__ = ["PartitionLog", "FileRegion", "AppendResult", "parse_dir_name"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """Bytes [position, position+length) of an open segment file: whole batches only.
+
+    ``fd`` stays open until the segment is physically deleted (retention renames to
+    ``.deleted`` first and removes after ``file.delete.delay.ms``).
+    """
+
+    fd: int
+    position: int
+    length: int
+    path: str
+    first_offset: int
+    segment_base_offset: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+def parse_dir_name(name: str) -> tuple[str, int] | None:
+    """``topic-partition`` -> (topic, partition); None for anything else."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class PartitionLog:
+    """One partition. Synchronous and single-threaded: the broker calls it from its loop."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
+                 recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
+                 clock: Callable[[], float] = time.time, topic_id: object = None) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self.clock = clock
+        self.topic_id = topic_id
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[float, LogSegment]] = []
+        self.producer_state = ProducerStateManager(directory)
+        self.offline = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+        self.recovery_point = 0
+        self._log_start = 0
+        self._leo = 0
+        self._hw = 0
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+
+    # --- properties ----------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, cfg: LogConfig) -> None:
+        self._config = cfg
+        for seg in self.segments:
+            seg.index_interval_bytes = cfg.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW (clamped to [log start, LEO]); replication will drive this later."""
+        self._hw = max(self._log_start, min(offset, self._leo))
+        return self._hw
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def last_sequence(self, producer_id: int) -> int:
+        return self.producer_state.last_sequence(producer_id)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _new_segment(self, base: int) -> LogSegment:
+        return LogSegment(self.dir, base, index_interval_bytes=self._config.index_interval_bytes)
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"partition {self.topic}-{self.partition} is offline after a storage error")
+
+    def _fail(self, exc: BaseException) -> KafkaStorageError:
+        self.offline = True
+        log.error("storage error on %s-%d, taking it offline: %s", self.topic, self.partition, exc)
+        return KafkaStorageError(f"{self.topic}-{self.partition}: {exc}")
+
+    # --- loading -------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, log_start_ckpt: int, clean: bool) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        names = os.listdir(self.dir)
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if name.endswith((".tmp", CLEANED_SUFFIX, DELETED_SUFFIX)):
+                # .cleaned: a compaction that had not finished (its sources are intact);
+                # .deleted: a delete that was scheduled; .tmp: a half-written snapshot.
+                _unlink(path)
+        names = os.listdir(self.dir)
+        for name in sorted(names):
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                self._complete_swap(int(name.split(".")[0]))
+        bases = sorted(int(n[: -len(LOG_SUFFIX)]) for n in os.listdir(self.dir)
+                       if n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit())
+        base_set = set(bases)
+        for name in os.listdir(self.dir):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex"):
+                stem = name[: -len(suffix)]
+                if name.endswith(suffix) and stem.isdigit() and int(stem) not in base_set:
+                    _unlink(os.path.join(self.dir, name))  # orphan index without its .log
+        max_index = self._config.segment_index_bytes
+        for b in bases:
+            seg = self._new_segment(b)
+            if not seg.has_index_files():
+                log.info("%s: index files missing, rebuilding", seg.log_path)
+                seg.recover(max_index)
+            self.segments.append(seg)
+        if not self.segments:
+            self.segments.append(self._new_segment(max(log_start_ckpt, 0)))
+        self._bases = [s.base_offset for s in self.segments]
+
+        if not clean:
+            self._recover_unflushed(recovery_point)
+        active = self.segments[-1]
+        next_offset, end = active.read_next_offset()
+        if end != active.size:
+            log.warning("%s: %d bytes after the last whole batch, recovering the segment", active.log_path, active.size - end)
+            active.recover(max_index, start_offset=active.base_offset)
+            next_offset, _ = active.read_next_offset()
+        active.make_active(max_index)
+        active.created_ms = self._now_ms()
+        self._leo = max(next_offset, active.base_offset)
+        self._log_start = min(max(log_start_ckpt, self.segments[0].base_offset), self._leo)
+        self.recovery_point = self._leo if not clean else min(max(recovery_point, 0), self._leo)
+        if clean:
+            self.recovery_point = self._leo
+        self._hw = self._leo  # single replica: everything in the log is committed
+        self._load_producer_state(clean)
+
+    def _complete_swap(self, base: int) -> None:
+        """Finish a compaction swap interrupted by a crash (Kafka's LogLoader does the same)."""
+        swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX)
+        next_offset = base
+        for _, h in scan_headers(swap.fd, 0, swap.size):
+            next_offset = h.next_offset
+        swap.close()
+        for name in os.listdir(self.dir):
+            if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
+                b = int(name[:-4])
+                if base <= b < max(next_offset, base + 1):
+                    old = self._new_segment(b)
+                    old.delete()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            src = os.path.join(self.dir, f"{base:020d}{suffix}{SWAP_SUFFIX}")
+            if os.path.exists(src):
+                os.replace(src, src[: -len(SWAP_SUFFIX)])
+        seg = self._new_segment(base)
+        if not seg.has_index_files():
+            seg.recover(self._config.segment_index_bytes)
+        seg.close()
+        log.info("completed interrupted compaction swap of segment %d in %s", base, self.dir)
+
+    def _recover_unflushed(self, recovery_point: int) -> None:
+        i = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        max_index = self._config.segment_index_bytes
+        while i < len(self.segments):
+            seg = self.segments[i]
+            truncated = seg.recover(max_index, start_offset=seg.base_offset)
+            if truncated > 0 and i + 1 < len(self.segments):
+                log.warning("%s: dropping %d segments after the corrupt one", self.dir, len(self.segments) - i - 1)
+                for later in self.segments[i + 1 :]:
+                    later.delete()
+                del self.segments[i + 1 :]
+                break
+            i += 1
+        self._bases = [s.base_offset for s in self.segments]
+
+    def _load_producer_state(self, clean: bool) -> None:
+        ps = self.producer_state
+        snap = ps.load(self._leo)
+        if snap < 0:
+            # No snapshot: like Kafka, avoid a scan of the whole log; replay the last two
+            # segments (Kafka writes snapshots at every roll, so this is the usual window).
+            start = self.segments[-2].base_offset if len(self.segments) > 1 else self.segments[0].base_offset
+        else:
+            start = snap
+        start = max(start, self._log_start)
+        if start < self._leo:
+            i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+            for seg in self.segments[i:]:
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                for _, h in seg.iter_headers(found[0]):
+                    if h.last_offset >= start:
+                        ps.replay(h)
+        ps.map_end_offset = self._leo
+
+    # --- append --------------------------------------------------------------------
+
+    def append(self, buf: bytearray, headers: list[BatchHeader], *, leader_epoch: int = 0,
+               log_append_time_ms: int | None = None) -> AppendResult:
+        """Assign offsets to validated batches in ``buf`` and write them with one pwrite."""
+        self._check_online()
+        if not headers:
+            raise ValueError("append needs at least one batch")
+        cfg = self._config
+        for h in headers:
+            if h.size > cfg.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+        base = self._leo
+        dup, pending = self.producer_state.prepare(headers, base)
+        if dup is not None:
+            return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start, duplicate=True)
+        lat = None
+        if cfg.log_append_time:
+            lat = log_append_time_ms if log_append_time_ms is not None else self._now_ms()
+        try:
+            next_offset = assign_offsets(buf, headers, base, leader_epoch=leader_epoch, log_append_time=lat)
+            max_ts = lat if lat is not None else max(h.max_timestamp for h in headers)
+            seg = self._maybe_roll(len(buf), max_ts, next_offset - 1, len(headers))
+            seg.append(buf, headers, base, lat)
+        except OSError as e:
+            raise self._fail(e) from e
+        self._leo = next_offset
+        self._hw = next_offset
+        self.producer_state.apply(pending, next_offset)
+        self._unflushed_messages += sum(h.record_count for h in headers)
+        if self._unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return AppendResult(base, next_offset - 1, lat if lat is not None else -1, self._log_start)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, n_batches: int) -> LogSegment:
+        seg = self.segments[-1]
+        cfg = self._config
+        if seg.size == 0:
+            return seg
+        roll = seg.size > cfg.segment_bytes - size
+        if not roll:
+            first_ts = seg.rolling_based_timestamp()
+            waited = max_ts - first_ts if first_ts is not None and first_ts >= 0 else self._now_ms() - seg.created_ms
+            roll = waited > cfg.segment_ms - cfg.segment_jitter_ms
+        roll = roll or seg.offset_index.entries + n_batches > seg.offset_index.max_entries \
+            or seg.time_index.entries + n_batches > seg.time_index.max_entries - 1 \
+            or last_offset - seg.base_offset > INT32_MAX
+        if roll:
+            return self.roll()
+        return seg
+
+    def roll(self) -> LogSegment:
+        """Close the active segment and start a new one at the log end offset."""
+        old = self.segments[-1]
+        new_base = self._leo
+        if old.size == 0 and old.base_offset == new_base:
+            return old
+        old.on_become_inactive()
+        self.producer_state.take_snapshot(new_base)
+        seg = self._new_segment(new_base)
+        for p in seg.paths():
+            _unlink(p)  # a stale empty file from an earlier life of this offset
+        seg.make_active(self._config.segment_index_bytes)
+        seg.created_ms = self._now_ms()
+        self.segments.append(seg)
+        self._bases.append(new_base)
+        return seg
+
+    # --- read ----------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.topic}-{self.partition} [{self._log_start}, {self._leo}]")
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileRegion | None:
+        """Whole batches starting with the one holding ``offset``; None at the end."""
+        self._check_online()
+        self._check_range(offset)
+        if offset == self._leo or (max_offset is not None and offset >= max_offset):
+            return None
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        try:
+            while i < len(self.segments):
+                seg = self.segments[i]
+                hint = self._bases[i + 1] if i + 1 < len(self._bases) else self._leo
+                r = seg.read(offset, max_bytes, max_offset=max_offset, end_offset_hint=hint, min_one_batch=min_one_batch)
+                if r is not None:
+                    pos, length, h = r
+                    if length == 0:
+                        return None
+                    return FileRegion(seg.fd, pos, length, seg.log_path, h.base_offset, seg.base_offset)
+                i += 1
+        except OSError as e:
+            raise self._fail(e) from e
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``."""
+        self._check_online()
+        try:
+            for seg in self.segments:
+                if seg.size and seg.largest_timestamp() >= timestamp_ms:
+                    r = seg.find_offset_by_timestamp(timestamp_ms, self._log_start)
+                    if r is not None:
+                        return r
+        except OSError as e:
+            raise self._fail(e) from e
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the (first) record with the largest timestamp."""
+        self._check_online()
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if seg.size and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        ts = best.max_timestamp_so_far
+        found = best.translate_offset(best.offset_of_max_timestamp)
+        if found is not None:
+            pos, h = found
+            for rec in iter_records(os.pread(best.fd, h.size, pos)):
+                if rec.timestamp == ts:
+                    return rec.offset, ts
+        return best.offset_of_max_timestamp, ts
+
+    # --- flush ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment from the recovery point on; the recovery point becomes LEO."""
+        self._check_online()
+        try:
+            i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+            for seg in self.segments[i:]:
+                seg.flush()
+        except OSError as e:
+            raise self._fail(e) from e
+        self.recovery_point = self._leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+
+    def flush_rolled(self) -> None:
+        """fsync segments that rolled since the last flush (Kafka does this right after a
+        roll) so the recovery point moves up to the active segment without flush.ms."""
+        active_base = self.segments[-1].base_offset
+        if self.offline or self.recovery_point >= active_base:
+            return
+        try:
+            i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+            for seg in self.segments[i:-1]:
+                seg.flush()
+        except OSError as e:
+            raise self._fail(e) from e
+        self.recovery_point = active_base
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if ``flush.ms`` elapsed with unflushed messages (the manager's timer)."""
+        if self.offline:
+            return False
+        self.flush_rolled()
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- retention -----------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
+        self._check_online()
+        now = self._now_ms() if now_ms is None else now_ms
+        cfg = self._config
+        deleted = self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start)
+        if cfg.delete:
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_segments_while(lambda seg, nxt: now - seg.largest_timestamp() > cfg.retention_ms)
+            if cfg.retention_bytes >= 0:
+                diff = self.size_bytes - cfg.retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_while(over_size)
+        return deleted
+
+    def _delete_segments_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        victims: list[LogSegment] = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if upper > self._hw or not predicate(seg, nxt):
+                break
+            victims.append(seg)
+        if not victims:
+            return 0
+        try:
+            if victims[-1] is self.segments[-1]:
+                self.roll()
+            self._remove_segments(victims)
+        except OSError as e:
+            raise self._fail(e) from e
+        self._log_start = max(self._log_start, self.segments[0].base_offset)
+        self.producer_state.delete_snapshots_below(self._log_start)
+        return len(victims)
+
+    def _remove_segments(self, victims: list[LogSegment]) -> None:
+        """Rename to .deleted now, remove after file.delete.delay.ms (open fds stay valid)."""
+        ids = {id(s) for s in victims}
+        self.segments = [s for s in self.segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self.segments]
+        due = self._now_ms() + self._config.file_delete_delay_ms
+        for seg in victims:
+            seg.change_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((due, seg))
+
+    def delete_pending(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        now = self._now_ms() if now_ms is None else now_ms
+        keep, n = [], 0
+        for due, seg in self._pending_deletes:
+            if force or due <= now:
+                seg.delete()
+                n += 1
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+        return n
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset (-1 means the high watermark)."""
+        self._check_online()
+        if offset == -1:
+            offset = self._hw
+        if offset < 0 or offset > self._hw:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.topic}-{self.partition} to {offset}: high watermark is {self._hw}")
+        if offset > self._log_start:
+            self._log_start = offset
+            self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start)
+        return self._log_start
+
+    # --- truncation ----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove all records at and above ``offset`` (follower truncation, tests)."""
+        self._check_online()
+        if offset >= self._leo:
+            return
+        if offset < 0:
+            raise ValueError("cannot truncate to a negative offset")
+        try:
+            if offset < self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            victims = [s for s in self.segments if s.base_offset > offset]
+            for s in victims:
+                s.delete()
+            self.segments = [s for s in self.segments if s.base_offset <= offset]
+            self._bases = [s.base_offset for s in self.segments]
+            seg = self.segments[-1]
+            seg.truncate_to(offset)
+            if not seg.active:
+                seg.make_active(self._config.segment_index_bytes)
+            next_offset, _ = seg.read_next_offset()
+            self._leo = max(next_offset, seg.base_offset)
+        except OSError as e:
+            raise self._fail(e) from e
+        self._hw = min(self._hw, self._leo)
+        self._log_start = min(self._log_start, self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self.producer_state.delete_snapshots_above(self._leo)
+        self._load_producer_state(clean=True)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for s in self.segments:
+            s.delete()
+        for _, s in self._pending_deletes:
+            s.delete()
+        self._pending_deletes = []
+        for name in os.listdir(self.dir):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                _unlink(os.path.join(self.dir, name))
+        seg = self._new_segment(offset)
+        seg.make_active(self._config.segment_index_bytes)
+        seg.created_ms = self._now_ms()
+        self.segments = [seg]
+        self._bases = [offset]
+        self._leo = self._hw = self._log_start = self.recovery_point = offset
+        self.producer_state.producers = {}
+        self.producer_state.map_end_offset = offset
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Snapshot producer state at the LEO, trim the active indexes, close files."""
+        if not self.offline:
+            try:
+                self.producer_state.take_snapshot(self._leo)
+            except OSError as e:
+                log.error("cannot snapshot producer state of %s: %s", self.dir, e)
+        for seg in self.segments:
+            try:
+                seg.close()
+            except OSError as e:
+                log.error("error closing %s: %s", seg.log_path, e)
+        self.delete_pending(force=True)
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        for seg in self.segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+        self.delete_pending(force=True)
+        self.segments = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, end={self._leo}, "
+                f"hw={self._hw}, segments={len(self.segments)})")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
