@@ -1,0 +1,414 @@
+"""Codecs for the records of ``__consumer_offsets``, written by hand from Kafka's JSON specs
+(``group-coordinator/OffsetCommitKey.json``, ``OffsetCommitValue.json``,
+``GroupMetadataKey.json``, ``GroupMetadataValue.json``).
+
+Every key and value starts with a big-endian int16 version. The key version doubles as the
+record type: 0 and 1 are offset commits (same layout), 2 is group metadata; later Kafka
+versions use 3+ for KIP-848 records, which a classic-protocol coordinator skips.
+
+Which versions Kafka writes (MetadataVersion.offsetCommitValueVersion /
+groupMetadataValueVersion, IBP >= 2.3): OffsetCommitKey v1, OffsetCommitValue v3 (v1 when
+the commit carries an explicit expire timestamp, i.e. OffsetCommit v2-v4 with
+retention_time != -1), GroupMetadataKey v2, GroupMetadataValue v3. Versions 4 (flexible:
+compact strings/arrays/bytes, tagged fields) are decoded too because newer brokers may write
+them.
+
+Malformed bytes raise :class:`RecordDecodeError` (and nothing else); a version this module
+does not know raises its subclass :class:`UnknownRecordVersion`, so a loader can skip such
+records quietly while still treating garbage as garbage.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "RecordDecodeError",
+    "UnknownRecordVersion",
+    "OffsetCommitKey",
+    "GroupMetadataKey",
+    "OffsetCommitValue",
+    "MemberMetadata",
+    "GroupMetadataValue",
+    "encode_offset_commit_key",
+    "encode_group_metadata_key",
+    "encode_offset_commit_value",
+    "encode_group_metadata_value",
+    "decode_key",
+    "decode_offset_commit_value",
+    "decode_group_metadata_value",
+    "decode_subscription_topics",
+    "OFFSET_COMMIT_KEY_VERSION",
+    "GROUP_METADATA_KEY_VERSION",
+    "GROUP_METADATA_VALUE_VERSION",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+#: Kafka writes OffsetCommitValue v3 unless an expire timestamp is set (then v1).
+OFFSET_COMMIT_VALUE_VERSION = 3
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a valid __consumer_offsets key or value."""
+
+
+class UnknownRecordVersion(RecordDecodeError):
+    """A well-framed record whose version this codec does not know (skip it)."""
+
+    def __init__(self, what: str, version: int) -> None:
+        super().__init__(f"unknown {what} version {version}")
+        self.what = what
+        self.version = version
+
+
+# --- data ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    leader_epoch: int = -1  # v3+
+    expire_timestamp: int = -1  # v1 only
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+    group_instance_id: str | None = None  # v3+
+    rebalance_timeout: int = -1  # v1+
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    members: tuple[MemberMetadata, ...] = ()
+    current_state_timestamp: int = -1  # v2+
+
+
+# --- writer ---------------------------------------------------------------------------
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class _Writer:
+    __slots__ = ("buf", "flexible")
+
+    def __init__(self, flexible: bool) -> None:
+        self.buf = bytearray()
+        self.flexible = flexible
+
+    def i16(self, v: int) -> None:
+        self.buf += _I16.pack(v)
+
+    def i32(self, v: int) -> None:
+        self.buf += _I32.pack(v)
+
+    def i64(self, v: int) -> None:
+        self.buf += _I64.pack(v)
+
+    def string(self, v: str | None, nullable: bool = False) -> None:
+        if v is None:
+            if not nullable:
+                raise ValueError("null for a non-nullable string")
+            # Classic null string is length -1; compact null is length+1 = 0.
+            self.buf += _uvarint(0) if self.flexible else _I16.pack(-1)
+            return
+        data = v.encode("utf-8")
+        if self.flexible:
+            self.buf += _uvarint(len(data) + 1)
+        else:
+            if len(data) > 0x7FFF:
+                raise ValueError("string longer than 32767 bytes")
+            self.buf += _I16.pack(len(data))
+        self.buf += data
+
+    def bytes_(self, v: bytes) -> None:
+        if self.flexible:
+            self.buf += _uvarint(len(v) + 1)
+        else:
+            self.buf += _I32.pack(len(v))
+        self.buf += v
+
+    def array_len(self, n: int) -> None:
+        self.buf += _uvarint(n + 1) if self.flexible else _I32.pack(n)
+
+    def tags(self) -> None:
+        # We never write tagged fields; an empty tagged-field section is one zero byte.
+        if self.flexible:
+            self.buf.append(0)
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int, version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
+    if version not in (0, 1):
+        raise ValueError(f"OffsetCommitKey has no version {version}")
+    w = _Writer(False)
+    w.i16(version)
+    w.string(group)
+    w.string(topic)
+    w.i32(partition)
+    return bytes(w.buf)
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    w = _Writer(False)
+    w.i16(GROUP_METADATA_KEY_VERSION)
+    w.string(group)
+    return bytes(w.buf)
+
+
+def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:
+    """Encode ``value``; by default in the version Kafka would pick (1 if it expires, else 3)."""
+    if version is None:
+        version = 1 if value.expire_timestamp != -1 else OFFSET_COMMIT_VALUE_VERSION
+    if not 0 <= version <= 4:
+        raise ValueError(f"OffsetCommitValue has no version {version}")
+    w = _Writer(version >= 4)
+    w.i16(version)
+    w.i64(value.offset)
+    if version >= 3:
+        w.i32(value.leader_epoch)
+    w.string(value.metadata)
+    w.i64(value.commit_timestamp)
+    if version == 1:
+        w.i64(value.expire_timestamp)
+    w.tags()
+    return bytes(w.buf)
+
+
+def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+    if not 0 <= version <= 4:
+        raise ValueError(f"GroupMetadataValue has no version {version}")
+    w = _Writer(version >= 4)
+    w.i16(version)
+    w.string(value.protocol_type)
+    w.i32(value.generation)
+    w.string(value.protocol, nullable=True)
+    w.string(value.leader, nullable=True)
+    if version >= 2:
+        w.i64(value.current_state_timestamp)
+    w.array_len(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id, nullable=True)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.i32(m.rebalance_timeout)
+        w.i32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tags()
+    w.tags()
+    return bytes(w.buf)
+
+
+# --- reader ---------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "flexible")
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data = memoryview(data)
+        self.pos = pos
+        self.flexible = False
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordDecodeError(f"truncated record: need {n} bytes at {self.pos}, have {len(self.data) - self.pos}")
+        v = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return v
+
+    def i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        shift = 0
+        result = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:  # Kafka's varints here are at most 5 bytes (int32 range).
+                raise RecordDecodeError("varint too long")
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.i16()
+        if n < 0:
+            if n == -1 and nullable:
+                return None
+            raise RecordDecodeError("null or negative length for a non-nullable string")
+        try:
+            return str(self._take(n), "utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordDecodeError(f"string is not UTF-8: {e}") from None
+
+    def str_(self) -> str:
+        s = self.string()
+        assert s is not None  # string() raises for null when not nullable
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            raise RecordDecodeError("null or negative length for non-nullable bytes")
+        return bytes(self._take(n))
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            raise RecordDecodeError("null or negative array length")
+        # Each element is at least one byte: a cheap bound that stops absurd counts early.
+        if n > len(self.data) - self.pos:
+            raise RecordDecodeError(f"array length {n} exceeds the remaining bytes")
+        return n
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+    def end(self) -> None:
+        # Kafka's readers ignore trailing bytes of a known version, but for a log that clients
+        # must not be able to poison we prefer to refuse anything that is not exactly a record.
+        if self.pos != len(self.data):
+            raise RecordDecodeError(f"{len(self.data) - self.pos} trailing bytes")
+
+
+def _reader(data: bytes | bytearray | memoryview | None, what: str) -> tuple[_Reader, int]:
+    if data is None:
+        raise RecordDecodeError(f"{what} is null")
+    r = _Reader(bytes(data))
+    return r, r.i16()
+
+
+def decode_key(data: bytes | bytearray | memoryview | None) -> OffsetCommitKey | GroupMetadataKey:
+    """Decode a record key; raises UnknownRecordVersion for key types other than 0, 1, 2."""
+    r, version = _reader(data, "key")
+    if version in (0, 1):
+        key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(r.str_(), r.str_(), r.i32())
+    elif version == 2:
+        key = GroupMetadataKey(r.str_())
+    else:
+        raise UnknownRecordVersion("key", version)
+    r.end()
+    return key
+
+
+def decode_offset_commit_value(data: bytes | bytearray | memoryview | None) -> OffsetCommitValue:
+    r, version = _reader(data, "OffsetCommitValue")
+    if not 0 <= version <= 4:
+        raise UnknownRecordVersion("OffsetCommitValue", version)
+    r.flexible = version >= 4
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.str_()
+    commit_ts = r.i64()
+    expire_ts = r.i64() if version == 1 else -1
+    r.skip_tags()
+    r.end()
+    return OffsetCommitValue(offset, metadata, commit_ts, leader_epoch, expire_ts)
+
+
+def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> GroupMetadataValue:
+    r, version = _reader(data, "GroupMetadataValue")
+    if not 0 <= version <= 4:
+        raise UnknownRecordVersion("GroupMetadataValue", version)
+    r.flexible = version >= 4
+    protocol_type = r.str_()
+    generation = r.i32()
+    protocol = r.string(nullable=True)
+    leader = r.string(nullable=True)
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.str_()
+        instance_id = r.string(nullable=True) if version >= 3 else None
+        client_id = r.str_()
+        client_host = r.str_()
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        session_timeout = r.i32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tags()
+        members.append(
+            MemberMetadata(
+                member_id=member_id,
+                client_id=client_id,
+                client_host=client_host,
+                session_timeout=session_timeout,
+                subscription=subscription,
+                assignment=assignment,
+                group_instance_id=instance_id,
+                rebalance_timeout=rebalance_timeout,
+            )
+        )
+    r.skip_tags()
+    r.end()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)
+
+
+def decode_subscription_topics(metadata: bytes) -> set[str] | None:
+    """Topics of a ConsumerProtocolSubscription (clients/ConsumerProtocolSubscription.json).
+
+    Every version (0-3, never flexible) starts with int16 version then ``[]string Topics``;
+    Kafka parses newer versions with the current format, so we read just that prefix.
+    Returns None when the bytes are not a subscription (the caller then assumes the member
+    may consume any topic, as Kafka does when it cannot compute subscribedTopics).
+    """
+    try:
+        r = _Reader(metadata)
+        if r.i16() < 0:
+            return None
+        return {r.str_() for _ in range(r.array_len())}
+    except RecordDecodeError:
+        return None
+
