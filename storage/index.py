@@ -46,7 +46,12 @@ class _Index:
             self._open_readonly()
 
     def _open_readonly(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # No O_CREAT: a missing index must surface (the segment rebuilds it), and tools
+        # such as dump-log must not create files. RDWR when allowed, for truncation.
+        try:
+            self._fd = os.open(self.path, os.O_RDWR)
+        except PermissionError:
+            self._fd = os.open(self.path, os.O_RDONLY)
         size = os.fstat(self._fd).st_size
         self._entries = size // self.entry_size
         self._capacity = self._entries

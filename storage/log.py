@@ -197,7 +197,10 @@ class PartitionLog:
                 seg.recover(max_index)
             self.segments.append(seg)
         if not self.segments:
-            self.segments.append(self._new_segment(max(log_start_ckpt, 0)))
+            fresh = self._new_segment(max(log_start_ckpt, 0))
+            fresh.make_active(max_index)  # creates the .log and both index files
+            _ = fresh.fd
+            self.segments.append(fresh)
         self._bases = [s.base_offset for s in self.segments]
 
         if not clean:

@@ -1,0 +1,211 @@
+"""Log compaction (``cleanup.policy=compact``): keep the latest record per key.
+
+One pass over a partition (:func:`clean_log`):
+
+1. The cleanable range ends at the first *uncleanable* offset: the active segment's
+   base, the high watermark, or the first segment younger than ``min.compaction.lag.ms``.
+2. An offset map key -> latest offset is built from the *dirty* part (from the cleaner
+   checkpoint to the end of the cleanable range). Keys are raw bytes, so binary keys
+   (``__consumer_offsets``) work.
+3. Closed segments from the log start to the end of the range are rewritten in groups
+   (each group fits in ``segment.bytes`` and in int32 relative offsets), keeping a record
+   if it is the latest for its key. Batches whose records all survive are copied byte for
+   byte; others are rebuilt with the same base offset, offsets, timestamps, producer
+   fields and codec. Keyless records are dropped (Kafka does the same). Tombstones (null
+   value) are kept until their segment is older than ``delete.retention.ms``. Control
+   batches are kept as they are.
+4. Crash safety, as in Kafka: the group is written to ``<base>.log.cleaned`` (+ indexes),
+   fsynced, renamed to ``.swap``; the old segments are renamed ``.deleted``; the ``.swap``
+   files are renamed into place. On load, ``.cleaned`` files are discarded (old segments
+   are intact) and ``.swap`` files are completed, so a crash at any point loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.errors import CorruptRecordError
+from protocol.records import build_batch, iter_records, parse_header
+
+from .checkpoints import fsync_dir
+from .log import PartitionLog
+from .segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, iter_batches
+
+__all__ = ["CleanerStats", "clean_log", "cleanable_ratio", "first_uncleanable_offset"]
+
+log = logging.getLogger(__name__)
+
+# Tests set this to raise at a named step ("cleaned", "swap", "deleted") to simulate a crash.
+FAULT_HOOK: Callable[[str], None] | None = None
+
+
+def _fault(step: str) -> None:
+    if FAULT_HOOK is not None:
+        FAULT_HOOK(step)
+
+
+@dataclass
+class CleanerStats:
+    segments_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    end_offset: int = 0
+
+
+def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
+    """Offsets below this may be compacted (whole segments only)."""
+    limit = min(plog.active_segment.base_offset, plog.high_watermark)
+    lag = plog.config.min_compaction_lag_ms
+    if lag > 0:
+        for seg in plog.segments[:-1]:
+            if seg.largest_timestamp() > now_ms - lag:
+                limit = min(limit, seg.base_offset)
+                break
+    return limit
+
+
+def _cleanable_segments(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
+    limit = first_uncleanable_offset(plog, now_ms)
+    segs = plog.segments
+    return [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= limit]
+
+
+def cleanable_ratio(plog: PartitionLog, first_dirty: int, now_ms: int) -> float:
+    """Dirty bytes / cleanable bytes (Kafka's min.cleanable.dirty.ratio input)."""
+    segs = _cleanable_segments(plog, now_ms)
+    total = sum(s.size for s in segs)
+    if not total:
+        return 0.0
+    dirty = sum(s.size for i, s in enumerate(segs)
+                if (segs[i + 1].base_offset if i + 1 < len(segs) else plog.active_segment.base_offset) > first_dirty)
+    return dirty / total
+
+
+def clean_log(plog: PartitionLog, now_ms: int, first_dirty: int = 0, *, max_map_entries: int = 2_000_000
+              ) -> CleanerStats | None:
+    """Compact ``plog`` once; returns stats (``end_offset`` = new cleaner checkpoint) or
+    None when there is nothing to clean."""
+    segs = _cleanable_segments(plog, now_ms)
+    if not segs:
+        return None
+    first_dirty = max(first_dirty, plog.log_start_offset)
+    ends = [s.base_offset for s in plog.segments[1 : len(segs) + 1]]
+    if ends[-1] <= first_dirty:
+        return None
+    stats = CleanerStats()
+    offset_map: dict[bytes, int] = {}
+    end = first_dirty
+    try:
+        for seg, seg_end in zip(segs, ends, strict=True):
+            if seg_end <= first_dirty:
+                continue
+            for _, h, view in iter_batches(seg.fd, 0, seg.size):
+                if h.is_control or h.last_offset < first_dirty:
+                    continue
+                for rec in iter_records(view):
+                    if rec.key is not None and rec.offset >= first_dirty:
+                        offset_map[rec.key] = rec.offset
+            end = seg_end
+            if len(offset_map) >= max_map_entries:
+                break  # the map is full: clean what it covers, the rest next time
+    except CorruptRecordError as e:
+        log.error("cleaner: skipping %s-%d, corrupt batch: %s", plog.topic, plog.partition, e)
+        return None
+    stats.end_offset = end
+    to_clean = [s for s, e in zip(segs, ends, strict=True) if e <= end]
+    horizon = now_ms - plog.config.delete_retention_ms
+    for group in _group_segments(to_clean, plog.config.segment_bytes):
+        _clean_group(plog, group, offset_map, horizon, stats)
+    return stats
+
+
+def _group_segments(segs: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+    groups: list[list[LogSegment]] = []
+    cur: list[LogSegment] = []
+    size = 0
+    for s in segs:
+        if cur and (size + s.size > max_bytes or s.base_offset - cur[0].base_offset > INT32_MAX // 2):
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(s)
+        size += s.size
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _clean_group(plog: PartitionLog, group: list[LogSegment], offset_map: dict[bytes, int], horizon: int,
+                 stats: CleanerStats) -> None:
+    base = group[0].base_offset
+    cleaned = LogSegment(plog.dir, base, index_interval_bytes=plog.config.index_interval_bytes, suffix=CLEANED_SUFFIX)
+    for p in cleaned.paths():
+        _unlink(p)
+    cleaned.make_active(plog.config.segment_index_bytes)
+    for seg in group:
+        stats.segments_read += 1
+        stats.bytes_read += seg.size
+        drop_tombstones = seg.largest_timestamp() < horizon
+        for _, h, view in iter_batches(seg.fd, 0, seg.size):
+            if h.is_control:
+                cleaned.append(bytes(view), [h], h.base_offset)
+                continue
+            kept = []
+            total = 0
+            for rec in iter_records(view):
+                total += 1
+                if rec.key is None or rec.offset < offset_map.get(rec.key, -1):
+                    continue
+                if rec.value is None and drop_tombstones:
+                    continue
+                kept.append(rec)
+            stats.records_read += total
+            stats.records_kept += len(kept)
+            if not kept:
+                continue
+            if len(kept) == total:
+                out = bytes(view)
+            else:
+                out = build_batch(
+                    [(r.key, r.value, r.headers) for r in kept],
+                    base_offset=h.base_offset,
+                    timestamp=[r.timestamp for r in kept],
+                    compression=h.compression,
+                    log_append_time=h.is_log_append_time,
+                    producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch,
+                    base_sequence=h.base_sequence,
+                    transactional=h.is_transactional,
+                    partition_leader_epoch=h.partition_leader_epoch,
+                    offset_deltas=[r.offset - h.base_offset for r in kept],
+                )
+            cleaned.append(out, [parse_header(out)], h.base_offset)
+            stats.bytes_written += len(out)
+    cleaned.on_become_inactive()
+    cleaned.flush()
+    _fault("cleaned")
+    cleaned.change_suffix(SWAP_SUFFIX)
+    fsync_dir(plog.dir)
+    _fault("swap")
+    # Old segments out of the way (open fds keep serving readers until removal).
+    ids = {id(s) for s in group}
+    idx = next(i for i, s in enumerate(plog.segments) if id(s) in ids)
+    plog._remove_segments(group)
+    _fault("deleted")
+    cleaned.change_suffix("")
+    fsync_dir(plog.dir)
+    plog.segments.insert(idx, cleaned)
+    plog._bases = [s.base_offset for s in plog.segments]
+    log.info("cleaned %d segments of %s-%d from offset %d", len(group), plog.topic, plog.partition, base)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
