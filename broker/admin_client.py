@@ -1,0 +1,658 @@
+"""A small synchronous Kafka admin client built on :mod:`protocol`.
+
+Used by the ``krait topics`` / ``krait groups`` command-line tools (and handy in tests).
+It speaks the Kafka protocol over plain sockets: on connecting it sends ApiVersions and
+then uses, for every API, the highest version both sides support. Requests are built
+with :func:`protocol.build.make` from version-agnostic values, so one method serves
+every version; where an API changed shape between versions (FindCoordinator batching,
+OffsetFetch multi-group, DeleteTopics by id) the method branches on the version.
+
+Errors are raised as :class:`KafkaError` carrying Kafka's error name and message (e.g.
+``NON_EMPTY_GROUP: The group is not empty.``); connection trouble as
+:class:`ClientError`. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import socket
+import struct
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from kio.serial import entity_reader
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.bounds import check_entity
+from protocol.build import make
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "AdminClient",
+    "ClientError",
+    "Connection",
+    "KafkaError",
+    "PartitionInfo",
+    "TopicInfo",
+    "GroupMember",
+    "GroupDescription",
+    "LATEST",
+    "EARLIEST",
+    "decode_assignment",
+    "error_description",
+    "format_uuid",
+    "parse_bootstrap",
+]
+
+#: ListOffsets timestamps
+LATEST = -1
+EARLIEST = -2
+
+#: DescribeConfigs / IncrementalAlterConfigs resource types and operations
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+OP_SET = 0
+OP_DELETE = 1
+#: ConfigSource.DEFAULT_CONFIG
+CONFIG_SOURCE_DEFAULT = 5
+
+_SIZE = struct.Struct(">i")
+_MAX_RESPONSE = 1 << 30
+
+
+class ClientError(Exception):
+    """Anything the client cannot do: connection failures, timeouts, protocol trouble."""
+
+
+@cache
+def _descriptions() -> dict[str, str]:
+    """Kafka's error messages, from the docstrings in kio's generated error list
+    (they are the messages of Kafka's exception classes)."""
+    import kio.schema.errors as mod
+
+    out: dict[str, str] = {}
+    try:
+        with open(mod.__file__, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return out
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for a, b in zip(body, body[1:], strict=False):
+            if (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+                    and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+                    and isinstance(b.value.value, str)):
+                out[a.targets[0].id] = b.value.value.strip()
+    return out
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code, e.g. 68 -> ``NON_EMPTY_GROUP``."""
+    try:
+        return ErrorCode(int(code)).name.upper()
+    except ValueError:
+        return f"UNKNOWN_ERROR_{int(code)}"
+
+
+def error_description(code: int) -> str:
+    """Kafka's default message for an error code, e.g. 68 -> ``The group is not empty.``"""
+    try:
+        return _descriptions().get(ErrorCode(int(code)).name, "")
+    except ValueError:
+        return ""
+
+
+class KafkaError(ClientError):
+    """An error code returned by the broker."""
+
+    def __init__(self, code: int, message: str | None = None, context: str | None = None):
+        self.code = int(code)
+        self.name = error_name(code)
+        self.message = message or error_description(code) or self.name
+        self.context = context
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {self.message}"
+        return f"{self.context}: {text}" if self.context else text
+
+
+def check(code: int, message: str | None = None, context: str | None = None) -> None:
+    """Raise :class:`KafkaError` unless ``code`` is NONE."""
+    if int(code) != 0:
+        raise KafkaError(code, message, context)
+
+
+def format_uuid(value: uuid.UUID | None) -> str:
+    """A topic id the way Kafka prints it (URL-safe base64 without padding)."""
+    raw = value.bytes if value is not None else bytes(16)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` -> list of (host, port)."""
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ClientError(f"invalid bootstrap server {item!r} (expected host:port)")
+        host = host.strip("[]") or "localhost"
+        out.append((host, int(port)))
+    if not out:
+        raise ClientError("no bootstrap servers given")
+    return out
+
+
+# --- one connection ------------------------------------------------------------------------
+
+
+class Connection:
+    """A blocking connection to one broker, with negotiated API versions."""
+
+    def __init__(self, host: str, port: int, timeout: float = 30.0, client_id: str = "krait-admin"):
+        self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        self.sock.settimeout(timeout)
+        self._cid = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # framing
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            except TimeoutError:
+                raise ClientError(f"timed out after {self.timeout:g}s waiting for {self.host}:{self.port}") from None
+            except OSError as exc:
+                raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
+            if not chunk:
+                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def _roundtrip(self, api_key: int, version: int, request: Any) -> Any:
+        self._cid = (self._cid + 1) & 0x7FFFFFFF
+        cid = self._cid
+        frame = framing.encode_request(api_key, version, cid, request, client_id=self.client_id)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise ClientError(f"cannot send to {self.host}:{self.port}: {exc}") from None
+        (size,) = _SIZE.unpack(self._recv_exact(4))
+        if size < 4 or size > _MAX_RESPONSE:
+            raise ClientError(f"bad response size {size} from {self.host}:{self.port}")
+        body = self._recv_exact(size)
+        try:
+            got, obj = framing.decode_response(api_key, version, body)
+        except ProtocolError as exc:
+            raise ClientError(f"cannot decode {apis.api_name(api_key)} v{version} response: {exc}") from None
+        if got != cid:
+            raise ClientError(f"correlation id mismatch: sent {cid}, got {got}")
+        return obj
+
+    def _negotiate(self) -> None:
+        ours = apis.SUPPORTED[ApiKey.API_VERSIONS].max_version
+        version = ours
+        for _ in range(2):
+            req = make(apis.request_type(ApiKey.API_VERSIONS, version),
+                       client_software_name="krait-admin", client_software_version="0.1.0")
+            resp = self._roundtrip(ApiKey.API_VERSIONS, version, req)
+            theirs = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+            if resp.error_code == ErrorCode.unsupported_version and version != 0:
+                # the broker answered in v0 format with its own range: retry with a version it knows
+                lo, hi = theirs.get(ApiKey.API_VERSIONS, (0, 0))
+                version = max(lo, min(hi, ours))
+                continue
+            check(resp.error_code, context="ApiVersions")
+            for key, (lo, hi) in theirs.items():
+                r = apis.SUPPORTED.get(key)
+                if r is None:
+                    continue
+                best = min(hi, r.max_version)
+                if best >= max(lo, r.served_from):
+                    self.versions[key] = (max(lo, r.served_from), best)
+            return
+        raise ClientError(f"{self.host}:{self.port} does not accept any ApiVersions version we know")
+
+    def version(self, api_key: int) -> int:
+        """The version used for ``api_key``: the highest both sides support."""
+        try:
+            return self.versions[api_key][1]
+        except KeyError:
+            raise KafkaError(ErrorCode.unsupported_version,
+                             f"the broker at {self.host}:{self.port} does not support {apis.api_name(api_key)}") from None
+
+    def request(self, api_key: int, version: int | None = None, **values: Any) -> Any:
+        """Send one request built from ``values`` and return the decoded response."""
+        v = self.version(api_key) if version is None else version
+        return self._roundtrip(api_key, v, make(apis.request_type(api_key, v), **values))
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    error_code: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: list[PartitionInfo]
+    error_code: int = 0
+
+
+@dataclass
+class GroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    #: decoded assignment: topic -> partitions (empty when not a consumer group or undecodable)
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+    error_code: int = 0
+    coordinator: tuple[int, str, int] | None = None
+
+
+def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
+    """Decode a ConsumerProtocolAssignment (int16 version, then the versioned body)."""
+    if not data or len(data) < 2:
+        return {}
+    (version,) = struct.unpack_from(">h", data, 0)
+    if version < 0:
+        return {}
+    import importlib
+
+    mod = importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{min(version, 3)}")
+    buf = bytes(data)
+    try:
+        check_entity(mod.ConsumerProtocolAssignment, buf, 2)  # kio preallocates from hostile lengths
+        obj, _ = entity_reader(mod.ConsumerProtocolAssignment)(buf, 2)
+    except Exception:  # kio raises assorted errors on malformed input
+        return {}
+    out: dict[str, list[int]] = {}
+    for tp in obj.assigned_partitions or ():
+        out.setdefault(str(tp.topic), []).extend(int(p) for p in tp.partitions)
+    return out
+
+
+# --- the admin client ------------------------------------------------------------------------
+
+
+class AdminClient:
+    """Admin operations against a cluster reached through ``bootstrap`` (host:port,...)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "krait-admin"):
+        self.timeout, self.client_id = timeout, client_id
+        errors = []
+        self._bootstrap: Connection | None = None
+        for host, port in parse_bootstrap(bootstrap):
+            try:
+                self._bootstrap = Connection(host, port, timeout, client_id)
+                break
+            except ClientError as exc:
+                errors.append(str(exc))
+        if self._bootstrap is None:
+            raise ClientError("; ".join(errors))
+        self._nodes: dict[int, Connection] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self.controller_id = -1
+        self.cluster_id: str | None = None
+
+    def close(self) -> None:
+        for conn in self._nodes.values():
+            conn.close()
+        self._nodes.clear()
+        if self._bootstrap is not None:
+            self._bootstrap.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # connections
+
+    @property
+    def bootstrap(self) -> Connection:
+        assert self._bootstrap is not None
+        return self._bootstrap
+
+    def node(self, node_id: int) -> Connection:
+        """A connection to broker ``node_id`` (the bootstrap one if it is that broker)."""
+        if node_id in self._nodes:
+            return self._nodes[node_id]
+        if node_id not in self._addresses:
+            self.metadata([])
+        addr = self._addresses.get(node_id)
+        if addr is None:
+            raise ClientError(f"broker {node_id} is not in the cluster metadata")
+        b = self.bootstrap
+        if addr == (b.host, b.port) or (addr[1] == b.port and _same_host(addr[0], b.host)):
+            conn = b
+        else:
+            conn = Connection(addr[0], addr[1], self.timeout, self.client_id)
+        self._nodes[node_id] = conn
+        return conn
+
+    def node_ids(self) -> list[int]:
+        if not self._addresses:
+            self.metadata([])
+        return sorted(self._addresses)
+
+    def controller(self) -> Connection:
+        if self.controller_id < 0:
+            self.metadata([])
+        return self.node(self.controller_id) if self.controller_id >= 0 else self.bootstrap
+
+    # topics
+
+    def metadata(self, topics: Iterable[str] | None = None) -> list[TopicInfo]:
+        """Metadata for ``topics`` (None: every topic; []: brokers only). Never auto-creates."""
+        conn = self.bootstrap
+        v = conn.version(ApiKey.METADATA)
+        if topics is None:
+            tlist: Any = None if v >= 1 else []
+        else:
+            tlist = [dict(name=t) for t in topics]
+        resp = conn.request(ApiKey.METADATA, topics=tlist, allow_auto_topic_creation=False,
+                            include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        self._addresses = {int(b.node_id): (str(b.host), int(b.port)) for b in resp.brokers}
+        self.controller_id = int(getattr(resp, "controller_id", -1))
+        self.cluster_id = getattr(resp, "cluster_id", None)
+        out = []
+        for t in resp.topics:
+            parts = [PartitionInfo(int(p.partition_index), int(p.leader_id), [int(r) for r in p.replica_nodes],
+                                   [int(r) for r in p.isr_nodes], int(p.error_code)) for p in t.partitions]
+            parts.sort(key=lambda p: p.partition)
+            out.append(TopicInfo(str(t.name), getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)),
+                                 parts, int(t.error_code)))
+        return out
+
+    def list_topics(self) -> list[TopicInfo]:
+        return [t for t in self.metadata(None) if t.error_code == 0]
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: dict[str, str] | None = None, validate_only: bool = False) -> Any:
+        """Create one topic (-1: the broker's default); raises KafkaError on failure."""
+        conn = self.controller()
+        v = conn.version(ApiKey.CREATE_TOPICS)
+        if v < 4 and (num_partitions < 0 or replication_factor < 0):
+            raise ClientError("this broker needs --partitions and --replication-factor")
+        resp = conn.request(ApiKey.CREATE_TOPICS, topics=[dict(
+            name=name, num_partitions=num_partitions, replication_factor=replication_factor, assignments=[],
+            configs=[dict(name=k, value=val) for k, val in (configs or {}).items()])],
+            timeout=int(self.timeout * 1000), validate_only=validate_only)
+        for t in resp.topics:
+            check(t.error_code, getattr(t, "error_message", None))
+            return t
+        raise ClientError("empty CreateTopics response")
+
+    def delete_topics(self, names: list[str]) -> dict[str, KafkaError | None]:
+        """Delete topics by name; per topic None or the error."""
+        conn = self.controller()
+        v = conn.version(ApiKey.DELETE_TOPICS)
+        if v >= 6:
+            resp = conn.request(ApiKey.DELETE_TOPICS, topics=[dict(name=n, topic_id=None) for n in names],
+                                timeout=int(self.timeout * 1000))
+        else:
+            resp = conn.request(ApiKey.DELETE_TOPICS, topic_names=list(names), timeout=int(self.timeout * 1000))
+        out: dict[str, KafkaError | None] = {}
+        for r in resp.responses:
+            code = int(r.error_code)
+            out[str(r.name)] = KafkaError(code, getattr(r, "error_message", None)) if code else None
+        return out
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        """Increase ``name`` to ``count`` partitions in total."""
+        conn = self.controller()
+        resp = conn.request(ApiKey.CREATE_PARTITIONS, topics=[dict(name=name, count=count, assignments=None)],
+                            timeout=int(self.timeout * 1000), validate_only=validate_only)
+        for r in resp.results:
+            check(r.error_code, getattr(r, "error_message", None))
+
+    def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None) -> list[Any]:
+        """Config entries of one resource (kio ``DescribeConfigsResourceResult`` objects)."""
+        conn = self.node(int(name)) if resource_type == RESOURCE_BROKER and name.isdigit() else self.bootstrap
+        resp = conn.request(ApiKey.DESCRIBE_CONFIGS, resources=[dict(
+            resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+            include_synonyms=False, include_documentation=False)
+        for r in resp.results:
+            check(r.error_code, getattr(r, "error_message", None))
+            return list(r.configs)
+        return []
+
+    def topic_configs(self, name: str, include_defaults: bool = False) -> dict[str, str | None]:
+        """A topic's configs; without defaults, like kafka-topics.sh --describe shows them."""
+        out: dict[str, str | None] = {}
+        for c in self.describe_configs(RESOURCE_TOPIC, name):
+            source = getattr(c, "config_source", -1)
+            if not include_defaults and (source == CONFIG_SOURCE_DEFAULT or (source == -1 and c.is_default)):
+                continue
+            out[str(c.name)] = None if c.value is None else str(c.value)
+        return out
+
+    def incremental_alter_configs(self, resource_type: int, name: str, set_configs: dict[str, str] | None = None,
+                                  delete_configs: Iterable[str] = (), validate_only: bool = False) -> None:
+        ops = [dict(name=k, config_operation=OP_SET, value=v) for k, v in (set_configs or {}).items()]
+        ops += [dict(name=k, config_operation=OP_DELETE, value=None) for k in delete_configs]
+        conn = self.node(int(name)) if resource_type == RESOURCE_BROKER and name.isdigit() else self.bootstrap
+        resp = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, resources=[dict(
+            resource_type=resource_type, resource_name=name, configs=ops)], validate_only=validate_only)
+        for r in resp.responses:
+            check(r.error_code, getattr(r, "error_message", None))
+
+    # offsets
+
+    def list_offsets(self, partitions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> timestamp (LATEST, EARLIEST or ms) => offset (-1: none).
+
+        Requests go to each partition's leader. Raises KafkaError on a partition error."""
+        topics = {t for t, _ in partitions}
+        leaders: dict[tuple[str, int], int] = {}
+        for t in self.metadata(sorted(topics)):
+            check(t.error_code, context=f"topic {t.name}")
+            for p in t.partitions:
+                leaders[(t.name, p.partition)] = p.leader
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        for (t, p), ts in partitions.items():
+            if (t, p) not in leaders:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, context=f"{t}-{p}")
+            by_leader.setdefault(leaders[(t, p)], {}).setdefault(t, []).append((p, ts))
+        out: dict[tuple[str, int], int] = {}
+        for leader, tps in by_leader.items():
+            if leader < 0:
+                raise KafkaError(ErrorCode.leader_not_available, context=", ".join(sorted(tps)))
+            conn = self.node(leader)
+            resp = conn.request(ApiKey.LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=[dict(
+                name=t, partitions=[dict(partition_index=p, current_leader_epoch=-1, timestamp=ts,
+                                         max_num_offsets=1) for p, ts in ps]) for t, ps in tps.items()])
+            for t in resp.topics:
+                for p in t.partitions:
+                    check(p.error_code, context=f"{t.name}-{p.partition_index}")
+                    out[(str(t.name), int(p.partition_index))] = int(p.offset)
+        return out
+
+    # groups
+
+    def find_coordinator(self, group_id: str) -> tuple[int, str, int]:
+        """(node id, host, port) of the group's coordinator."""
+        conn = self.bootstrap
+        v = conn.version(ApiKey.FIND_COORDINATOR)
+        if v >= 4:
+            resp = conn.request(ApiKey.FIND_COORDINATOR, key_type=0, coordinator_keys=[group_id])
+            if not resp.coordinators:
+                raise ClientError("empty FindCoordinator response")
+            c = resp.coordinators[0]
+        else:
+            c = conn.request(ApiKey.FIND_COORDINATOR, key=group_id, key_type=0)
+        check(c.error_code, getattr(c, "error_message", None), context=f"FindCoordinator for group '{group_id}'")
+        node_id, host, port = int(c.node_id), str(c.host), int(c.port)
+        self._addresses.setdefault(node_id, (host, port))
+        return node_id, host, port
+
+    def coordinator(self, group_id: str) -> Connection:
+        node_id, host, port = self.find_coordinator(group_id)
+        if node_id not in self._nodes:
+            self._addresses[node_id] = (host, port)
+        return self.node(node_id)
+
+    def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group on every broker."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for node_id in self.node_ids():
+            conn = self.node(node_id)
+            resp = conn.request(ApiKey.LIST_GROUPS, states_filter=states or [], types_filter=[])
+            check(resp.error_code, context=f"ListGroups on broker {node_id}")
+            for g in resp.groups:
+                out[str(g.group_id)] = (str(g.group_id), str(g.protocol_type),
+                                        str(getattr(g, "group_state", "") or ""))
+        if states:  # brokers older than ListGroups v4 ignore the filter
+            wanted = {s.lower() for s in states}
+            return [g for g in out.values() if not g[2] or g[2].lower() in wanted]
+        return list(out.values())
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        node = self.find_coordinator(group_id)
+        conn = self.node(node[0])
+        resp = conn.request(ApiKey.DESCRIBE_GROUPS, groups=[group_id], include_authorized_operations=False)
+        if not resp.groups:
+            raise ClientError("empty DescribeGroups response")
+        g = resp.groups[0]
+        code = int(g.error_code)
+        if code and code != ErrorCode.group_id_not_found:
+            raise KafkaError(code, getattr(g, "error_message", None), context=f"group '{group_id}'")
+        members = []
+        for m in g.members:
+            assignment = decode_assignment(m.member_assignment) if g.protocol_type in ("consumer", "") else {}
+            members.append(GroupMember(str(m.member_id), getattr(m, "group_instance_id", None), str(m.client_id),
+                                       str(m.client_host), assignment))
+        state = "Dead" if code == ErrorCode.group_id_not_found else str(g.group_state)
+        return GroupDescription(str(g.group_id), state, str(g.protocol_type), str(g.protocol_data), members,
+                                code, node)
+
+    def offset_fetch(self, group_id: str, partitions: list[tuple[str, int]] | None = None,
+                     ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Committed offsets of a group: (topic, partition) -> (offset, metadata); only committed ones."""
+        conn = self.coordinator(group_id)
+        v = conn.version(ApiKey.OFFSET_FETCH)
+        topics: Any = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for t, p in partitions:
+                grouped.setdefault(t, []).append(p)
+            topics = [dict(name=t, partition_indexes=ps) for t, ps in grouped.items()]
+        elif v < 2:
+            raise ClientError("this broker cannot fetch all offsets of a group (OffsetFetch < v2)")
+        if v >= 8:
+            resp = conn.request(ApiKey.OFFSET_FETCH, groups=[dict(group_id=group_id, member_id=None,
+                                                                  member_epoch=-1, topics=topics)],
+                                require_stable=False)
+            if not resp.groups:
+                raise ClientError("empty OffsetFetch response")
+            g = resp.groups[0]
+            check(g.error_code, context=f"OffsetFetch for group '{group_id}'")
+            rtopics = g.topics
+        else:
+            resp = conn.request(ApiKey.OFFSET_FETCH, group_id=group_id, topics=topics, require_stable=False)
+            check(getattr(resp, "error_code", 0), context=f"OffsetFetch for group '{group_id}'")
+            rtopics = resp.topics
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for t in rtopics:
+            for p in t.partitions:
+                if int(p.error_code) == ErrorCode.unknown_topic_or_partition:
+                    continue
+                check(p.error_code, context=f"OffsetFetch {t.name}-{p.partition_index}")
+                if int(p.committed_offset) >= 0:
+                    out[(str(t.name), int(p.partition_index))] = (int(p.committed_offset), p.metadata)
+        return out
+
+    def offset_commit(self, group_id: str, offsets: dict[tuple[str, int], int],
+                      generation: int = -1, member_id: str = "") -> dict[tuple[str, int], KafkaError | None]:
+        """Commit offsets (as an admin: generation -1, no member). Per partition None or the error."""
+        conn = self.coordinator(group_id)
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), off in sorted(offsets.items()):
+            grouped.setdefault(t, []).append(dict(partition_index=p, committed_offset=off, committed_leader_epoch=-1,
+                                                  committed_timestamp=-1, committed_metadata=""))
+        resp = conn.request(ApiKey.OFFSET_COMMIT, group_id=group_id, generation_id_or_member_epoch=generation,
+                            member_id=member_id, group_instance_id=None, retention_time=-1,
+                            topics=[dict(name=t, partitions=ps) for t, ps in grouped.items()])
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                code = int(p.error_code)
+                out[(str(t.name), int(p.partition_index))] = KafkaError(code) if code else None
+        return out
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaError | None]:
+        """Delete groups (each at its coordinator); per group None or the error."""
+        by_node: dict[int, list[str]] = {}
+        out: dict[str, KafkaError | None] = {}
+        for g in group_ids:
+            try:
+                by_node.setdefault(self.find_coordinator(g)[0], []).append(g)
+            except KafkaError as exc:
+                out[g] = exc
+        for node_id, groups in by_node.items():
+            resp = self.node(node_id).request(ApiKey.DELETE_GROUPS, groups_names=groups)
+            for r in resp.results:
+                code = int(r.error_code)
+                out[str(r.group_id)] = KafkaError(code) if code else None
+        return out
+
+
+def _same_host(a: str, b: str) -> bool:
+    local = {"localhost", "127.0.0.1", "::1", "0.0.0.0", ""}
+    return a == b or (a in local and b in local)
