@@ -14,12 +14,11 @@ import time
 import uuid
 from typing import Any
 
-from storage.manager import LogManager
-
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, UnsupportedVersionError
 from storage.config import LogConfig
+from storage.manager import LogManager
 
 from .config import BrokerConfig, new_cluster_id
 from .handlers import HANDLERS, load_all
@@ -150,10 +149,8 @@ class Broker:
     coordinator_driver: Any = None
 
     def _setup_coordinator(self) -> None:
-        try:
-            from .group_driver import CoordinatorDriver
-        except ImportError:
-            return
+        from .group_driver import CoordinatorDriver
+
         self.coordinator_driver = CoordinatorDriver(self)
         self.coordinator = self.coordinator_driver.coordinator
 
@@ -251,6 +248,12 @@ class Broker:
 
     def auto_create(self, name: str) -> TopicInfo | None:
         """Metadata-triggered auto creation (auto.create.topics.enable)."""
+        if name in INTERNAL_TOPICS:
+            # internal topics are created by their coordinator, with their own configs
+            if name == "__consumer_offsets" and self.coordinator_driver is not None:
+                self.coordinator_driver.ensure_topic()
+                return self.registry.get(name)
+            return None
         if not self.config["auto.create.topics.enable"]:
             return None
         try:

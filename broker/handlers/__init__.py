@@ -28,14 +28,12 @@ def load_all() -> None:
         cluster,
         configs,
         fetch,
+        groups,
         list_offsets,
         metadata,
+        offsets,
         produce,
         producer_ids,
         records,
         topics,
     )
-    try:
-        from . import groups  # noqa: F401
-    except ImportError:
-        pass

@@ -22,7 +22,7 @@ from . import handles
 log = logging.getLogger("krait.produce")
 
 
-class _PartitionError(Exception):
+class PartitionAppendError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None):
         self.code = code
         self.message = message
@@ -31,21 +31,21 @@ class _PartitionError(Exception):
 def append_partition(broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
     """Validate and append one partition's records; returns the AppendResult."""
     if topic in INTERNAL_TOPICS and not internal_ok:
-        raise _PartitionError(ErrorCode.invalid_topic_exception,
+        raise PartitionAppendError(ErrorCode.invalid_topic_exception,
                               f"Cannot append to internal topic {topic}")
     plog = broker.logs.get(topic, partition)
     if plog is None:
-        raise _PartitionError(ErrorCode.unknown_topic_or_partition)
+        raise PartitionAppendError(ErrorCode.unknown_topic_or_partition)
     if records is None:
-        raise _PartitionError(ErrorCode.corrupt_message, "null records")
+        raise PartitionAppendError(ErrorCode.corrupt_message, "null records")
     cfg = plog.config
     try:
         headers = validate_batches(records)
     except ProtocolError as exc:
-        raise _PartitionError(exc.error_code, str(exc)) from None
+        raise PartitionAppendError(exc.error_code, str(exc)) from None
     for h in headers:
         if h.size > cfg.max_message_bytes:
-            raise _PartitionError(ErrorCode.message_too_large,
+            raise PartitionAppendError(ErrorCode.message_too_large,
                                   f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
     if cfg.compact:
         # Compaction needs a key on every record; checking means decoding this batch,
@@ -55,17 +55,17 @@ def append_partition(broker, topic: str, partition: int, records, now_ms: int, *
             for h in headers:
                 for rec in iter_records(records, pos):
                     if rec.key is None:
-                        raise _PartitionError(ErrorCode.invalid_record,
+                        raise PartitionAppendError(ErrorCode.invalid_record,
                                               "Compacted topic cannot accept message without key")
                 pos += h.size
         except ProtocolError as exc:
-            raise _PartitionError(exc.error_code, str(exc)) from None
+            raise PartitionAppendError(exc.error_code, str(exc)) from None
     buf = records if isinstance(records, bytearray) else bytearray(records)
     try:
         result = plog.append(buf, headers, leader_epoch=0,
                              log_append_time_ms=now_ms if cfg.log_append_time else None)
     except StorageError as exc:
-        raise _PartitionError(exc.error_code, str(exc)) from None
+        raise PartitionAppendError(exc.error_code, str(exc)) from None
     if not result.duplicate:
         broker.purgatory.notify((topic, partition))
     return result
@@ -92,7 +92,7 @@ def produce(broker, ctx, req):
                     if res.log_append_time_ms >= 0:
                         entry["log_append_time"] = datetime.datetime.fromtimestamp(
                             res.log_append_time_ms / 1000, tz=datetime.UTC)
-                except _PartitionError as exc:
+                except PartitionAppendError as exc:
                     entry["error_code"] = exc.code
                     entry["error_message"] = exc.message
                     any_error = True

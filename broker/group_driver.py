@@ -1,0 +1,155 @@
+"""Drives the pure GroupCoordinator from the event loop: persists its records into
+``__consumer_offsets``, replays that topic at start-up, runs its timers, and turns its
+``respond`` callbacks into values or awaitables for the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from coordinator.config import CoordinatorConfig
+from coordinator.coordinator import GroupCoordinator
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import build_batch, iter_headers, iter_records
+
+log = logging.getLogger("krait.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetsAppendError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str | None):
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorDriver:
+    def __init__(self, broker: Any):
+        self.broker = broker
+        self.config = CoordinatorConfig.from_properties(broker.config.values)
+        self.coordinator = GroupCoordinator(self.config, _now_ms, self,
+                                            partition_exists=lambda t, p: broker.logs.get(t, p) is not None)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._stopped = False
+        if broker.registry.get(OFFSETS_TOPIC) is not None:
+            self._load()
+
+    # --- the __consumer_offsets topic -----------------------------------------------------------
+    def ensure_topic(self) -> None:
+        """Create __consumer_offsets on first use, as Kafka does."""
+        if self.broker.registry.get(OFFSETS_TOPIC) is not None:
+            return
+        cfg = self.broker.config
+        self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+            "compression.type": "producer",
+        })
+        partitions = range(self.config.offsets_topic_num_partitions)
+        self.coordinator.start_loading(partitions)
+        for p in partitions:
+            self.coordinator.finished_loading(p)
+
+    def _load(self) -> None:
+        """Replay every partition of __consumer_offsets into the coordinator."""
+        t0 = time.monotonic()
+        info = self.broker.registry.get(OFFSETS_TOPIC)
+        partitions = range(info.partitions)
+        self.coordinator.start_loading(partitions)
+        total = 0
+        for p in partitions:
+            plog = self.broker.logs.get(OFFSETS_TOPIC, p)
+            records = list(self._read_partition(plog)) if plog is not None else []
+            total += len(records)
+            self.coordinator.load_partition(p, records)
+            self.coordinator.finished_loading(p)
+        log.info("loaded %d groups from %d %s records in %.3fs", len(self.coordinator.groups()), total,
+                 OFFSETS_TOPIC, time.monotonic() - t0)
+
+    @staticmethod
+    def _read_partition(plog):
+        offset = plog.log_start_offset
+        end = plog.high_watermark
+        while offset < end:
+            region = plog.read(offset, 8 << 20, max_offset=end)
+            if region is None or region.length == 0:
+                break
+            data = region.read()
+            last = offset
+            for pos, h in iter_headers(data):
+                last = h.next_offset
+                if h.is_control:
+                    continue
+                try:
+                    for rec in iter_records(data, pos):
+                        if rec.offset >= offset:
+                            yield rec.offset, rec.key, rec.value
+                except ProtocolError as exc:
+                    # A damaged batch in the offsets log must never stop the broker.
+                    log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
+            if last <= offset:
+                break
+            offset = last
+
+    # --- OffsetsLog protocol ------------------------------------------------------------------
+    def append(self, partition: int, records: list) -> None:
+        from .handlers.produce import PartitionAppendError, append_partition
+
+        batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
+        try:
+            append_partition(self.broker, OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
+        except PartitionAppendError as exc:
+            raise OffsetsAppendError(exc.code, exc.message) from None
+
+    # --- calling the coordinator ------------------------------------------------------------
+    def call(self, op, req, **kwargs):
+        """Run one coordinator operation; returns the response, or a Future of it."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def respond(resp: Any) -> None:
+            if not fut.done():
+                fut.set_result(resp)
+
+        op(req, respond, **kwargs)
+        self.reschedule()
+        if fut.done():
+            return fut.result()
+        return fut
+
+    def reschedule(self) -> None:
+        if self._stopped:
+            return
+        nxt = self.coordinator.next_deadline_ms()
+        if nxt is None:
+            return
+        loop = asyncio.get_running_loop()
+        at = loop.time() + max(0.0, (nxt - _now_ms()) / 1000)
+        if self._timer is not None and self._timer_at is not None and self._timer_at <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        try:
+            self.coordinator.poll()
+        except Exception:
+            log.exception("group coordinator timer failed")
+        self.reschedule()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()

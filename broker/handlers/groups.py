@@ -1,0 +1,86 @@
+"""Group membership APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups, DeleteGroups. The work is the pure GroupCoordinator's; these
+handlers only route requests to it through the CoordinatorDriver."""
+
+from __future__ import annotations
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _driver(broker):
+    driver = broker.coordinator_driver
+    driver.ensure_topic()
+    return driver
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+def find_coordinator(broker, ctx, req):
+    lst = broker.config.advertised_listeners[0]
+    rtype = apis.response_type(ApiKey.FIND_COORDINATOR, ctx.version)
+    key_type = getattr(req, "key_type", GROUP_KEY)
+
+    def entry(key: str) -> dict:
+        if key_type != GROUP_KEY:
+            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                        error_message="Transactions are not supported by this broker")
+        if not key:
+            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
+                        error_message="The group id is empty")
+        _driver(broker)
+        return dict(key=key, node_id=broker.node_id, host=lst.host, port=lst.port, error_code=ErrorCode.none,
+                    error_message=None)
+
+    if ctx.version >= 4:
+        return make(rtype, throttle_time=0, coordinators=[entry(k) for k in req.coordinator_keys])
+    e = entry(req.key)
+    del e["key"]
+    return make(rtype, throttle_time=0, **e)
+
+
+@handles(ApiKey.JOIN_GROUP)
+def join_group(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.join_group, req, client_id=ctx.client_id, client_host="/" + ctx.client_host)
+
+
+@handles(ApiKey.SYNC_GROUP)
+def sync_group(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.sync_group, req)
+
+
+@handles(ApiKey.HEARTBEAT)
+def heartbeat(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.heartbeat, req)
+
+
+@handles(ApiKey.LEAVE_GROUP)
+def leave_group(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.leave_group, req)
+
+
+@handles(ApiKey.DESCRIBE_GROUPS)
+def describe_groups(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.describe_groups, req)
+
+
+@handles(ApiKey.LIST_GROUPS)
+def list_groups(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.list_groups, req)
+
+
+@handles(ApiKey.DELETE_GROUPS)
+def delete_groups(broker, ctx, req):
+    d = _driver(broker)
+    return d.call(d.coordinator.delete_groups, req)
