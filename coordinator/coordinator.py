@@ -228,7 +228,8 @@ class GroupCoordinator:
             group.new_member_added = False
             delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
             group.initial_delay_remaining = max(remaining - delay, 0)
-            group.join_deadline = now + delay
+            # Count from the deadline that just passed, not from when poll() got to run.
+            group.join_deadline += delay
             self._schedule(group.join_deadline, "join", group)
             return
         self._complete_join(group)
