@@ -152,29 +152,60 @@ def _entity_step(cls: type) -> Step:
     hints = typing.get_type_hints(cls)
     steps: list[Step] = []
     tagged: dict[int, Step] = {}
+    fixed_run = 0  # consecutive fixed-size fields are skipped in one step
     for f in dataclasses.fields(cls):
-        step = _field_step(f, hints[f.name], flexible)
         tag = f.metadata.get("tag")
         if tag is not None:
-            tagged[tag] = step
-        else:
-            steps.append(step)
+            tagged[tag] = _field_step(f, hints[f.name], flexible)
+            continue
+        kafka_type = f.metadata.get("kafka_type")
+        if kafka_type in _FIXED and typing.get_origin(_unwrap(hints[f.name])[0]) is not tuple:
+            fixed_run += _FIXED[kafka_type]
+            continue
+        if fixed_run:
+            steps.append(_fixed_step(fixed_run))
+            fixed_run = 0
+        steps.append(_field_step(f, hints[f.name], flexible))
+    if fixed_run:
+        steps.append(_fixed_step(fixed_run))
+
+    def _tagged(buf: Buf, pos: int, end: int) -> int:
+        count, pos = _uvarint(buf, pos, end)
+        for _ in range(count):
+            tag, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise DecodeError(f"tagged field {tag} runs past the end of the message")
+            known = tagged.get(tag)
+            if known is not None and known(buf, pos, stop) > stop:
+                raise DecodeError(f"tagged field {tag} overruns its size")
+            pos = stop
+        return pos
+
+    if not steps or (len(steps) == 1 and fixed_run):
+        # all-fixed struct (e.g. a Fetch partition): no per-field calls
+        size = fixed_run
+
+        def walk_fixed(buf: Buf, pos: int, end: int) -> int:
+            pos += size
+            if pos > end:
+                raise DecodeError("message truncated")
+            if flexible:
+                if pos < end and buf[pos] == 0:  # the usual empty tagged section
+                    return pos + 1
+                return _tagged(buf, pos, end)
+            return pos
+
+        return walk_fixed
 
     def walk(buf: Buf, pos: int, end: int) -> int:
         for step in steps:
             pos = step(buf, pos, end)
         if flexible:
-            count, pos = _uvarint(buf, pos, end)
-            for _ in range(count):
-                tag, pos = _uvarint(buf, pos, end)
-                size, pos = _uvarint(buf, pos, end)
-                stop = pos + size
-                if stop > end:
-                    raise DecodeError(f"tagged field {tag} runs past the end of the message")
-                known = tagged.get(tag)
-                if known is not None and known(buf, pos, stop) > stop:
-                    raise DecodeError(f"tagged field {tag} overruns its size")
-                pos = stop
+            if pos < end and buf[pos] == 0:
+                return pos + 1
+            return _tagged(buf, pos, end)
         return pos
 
     return walk
