@@ -44,7 +44,11 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 
 class UsageError(Exception):
-    """Bad command-line arguments (exit 1 with the message, like Kafka's tools)."""
+    """Bad command-line arguments (exit 1 with the message and a usage hint)."""
+
+
+class CommandError(Exception):
+    """A refused command (exit 1 with the message)."""
 
 
 # --- formatting (pure, unit-tested) -----------------------------------------------------
@@ -166,7 +170,7 @@ def _run(prog: str, prefix: str, build: Callable[[], argparse.ArgumentParser],
         print(f"{prefix}{exc}", file=err)
         print(f"(run {prog} --help for usage)", file=err)
         return 1
-    except ClientError as exc:
+    except (ClientError, CommandError) as exc:
         print(f"{prefix}{exc}", file=err)
         return 1
     except KeyboardInterrupt:
@@ -222,7 +226,7 @@ def _matching_topics(admin: AdminClient, pattern: str | None, exclude_internal: 
 
 def _ensure_found(topics: list[TopicInfo], pattern: str | None, if_exists: bool) -> None:
     if not topics and pattern is not None and not if_exists:
-        raise UsageError(f"Topic '{pattern}' does not exist as expected")
+        raise CommandError(f"Topic '{pattern}' does not exist as expected")
 
 
 def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -265,7 +269,7 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.delete:
             internal = [t.name for t in topics if t.is_internal]
             if internal:
-                raise UsageError(f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked "
+                raise CommandError(f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked "
                                  "for deletion.")
             failed = {n: e for n, e in admin.delete_topics([t.name for t in topics]).items() if e is not None}
             for name, exc in failed.items():
@@ -277,7 +281,7 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for t in topics:
             if args.partitions is not None:
                 if t.is_internal:
-                    raise UsageError(f"The number of partitions for the internal topic {t.name} cannot be changed.")
+                    raise CommandError(f"The number of partitions for the internal topic {t.name} cannot be changed.")
                 if args.partitions == len(t.partitions):
                     raise KafkaError(37, f"Topic already has {args.partitions} partitions.")
                 admin.create_partitions(t.name, args.partitions)

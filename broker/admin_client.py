@@ -212,10 +212,13 @@ class Connection:
             self.sock.sendall(frame)
         except OSError as exc:
             raise ClientError(f"cannot send to {self.host}:{self.port}: {exc}") from None
-        (size,) = _SIZE.unpack(self._recv_exact(4))
-        if size < 4 or size > _MAX_RESPONSE:
-            raise ClientError(f"bad response size {size} from {self.host}:{self.port}")
-        body = self._recv_exact(size)
+        try:
+            (size,) = _SIZE.unpack(self._recv_exact(4))
+            if size < 4 or size > _MAX_RESPONSE:
+                raise ClientError(f"bad response size {size} from {self.host}:{self.port}")
+            body = self._recv_exact(size)
+        except ClientError as exc:
+            raise ClientError(f"{exc} (request: {apis.api_name(api_key)} v{version})") from None
         try:
             got, obj = framing.decode_response(api_key, version, body)
         except ProtocolError as exc:
