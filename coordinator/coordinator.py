@@ -135,7 +135,7 @@ class GroupCoordinator:
         self._loading: dict[int, _LoadState] = {}
         # Timer heap: (deadline, seq, kind, group, key). Entries are never cancelled; a firing
         # entry re-checks the deadline stored on the group/member, so stale ones are no-ops.
-        self._timers: list[tuple[int, int, str, Group | None, str]] = []
+        self._timers: list[tuple[int, int, str, Group | None, Any]] = []
         self._seq = 0
         self._next_cleanup = clock() + config.offsets_retention_check_interval_ms
 
@@ -165,12 +165,12 @@ class GroupCoordinator:
         now = self._clock()
         timers = self._timers
         while timers and timers[0][0] <= now:
-            _, _, kind, group, key = heapq.heappop(timers)
+            at, _, kind, group, key = heapq.heappop(timers)
             if group is None or self._groups.get(group.group_id) is not group:
                 continue
             try:
                 if kind == "session":
-                    self._on_session_timer(group, key, now)
+                    self._on_session_timer(group, key, at, now)
                 elif kind == "pending":
                     self._on_pending_timer(group, key, now)
                 elif kind == "join":
@@ -184,7 +184,7 @@ class GroupCoordinator:
             self._next_cleanup = now + self.config.offsets_retention_check_interval_ms
             self._cleanup_expired_offsets(now)
 
-    def _schedule(self, deadline: int, kind: str, group: Group, key: str = "") -> None:
+    def _schedule(self, deadline: int, kind: str, group: Group, key: Any = "") -> None:
         self._seq += 1
         heapq.heappush(self._timers, (deadline, self._seq, kind, group, key))
 
@@ -192,11 +192,21 @@ class GroupCoordinator:
         """Kafka's completeAndScheduleNextHeartbeatExpiration."""
         deadline = self._clock() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
         member.heartbeat_deadline = deadline
-        self._schedule(deadline, "session", group, member.member_id)
+        if member.session_timer_at is None or member.session_timer_at > deadline:
+            member.session_timer_at = deadline
+            self._schedule(deadline, "session", group, member)
 
-    def _on_session_timer(self, group: Group, member_id: str, now: int) -> None:
-        member = group.members.get(member_id)
-        if member is None or member.heartbeat_deadline > now:
+    def _on_session_timer(self, group: Group, member: Member, at: int, now: int) -> None:
+        # Keyed by the Member object, not its id: a static member's id changes on restart.
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.session_timer_at == at:
+            member.session_timer_at = None
+        if member.heartbeat_deadline > now:
+            # Heartbeats moved the deadline since this entry was queued: re-arm.
+            if member.session_timer_at is None:
+                member.session_timer_at = member.heartbeat_deadline
+                self._schedule(member.heartbeat_deadline, "session", group, member)
             return
         if member.is_new:
             # A new member whose join did not complete in time: its client is likely gone.
@@ -206,10 +216,10 @@ class GroupCoordinator:
             # govern them and reschedule their session when the phase completes.
             return
         else:
-            log.info("group %s: member %s session timed out", group.group_id, member_id)
+            log.info("group %s: member %s session timed out", group.group_id, member.member_id)
             self._remove_member_and_update(group, member)
 
-    def _on_pending_timer(self, group: Group, member_id: str, now: int) -> None:
+    def _on_pending_timer(self, group: Group, member_id: Any, now: int) -> None:
         deadline = group.pending_members.get(member_id)
         if deadline is None or deadline > now:
             return

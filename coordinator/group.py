@@ -68,6 +68,10 @@ class Member:
     # NewMemberJoinTimeoutMs if the join never completes (its client may have gone away).
     is_new: bool = False
     heartbeat_deadline: int = 0
+    # Deadline of this member's entry in the coordinator's timer heap (None: none queued).
+    # Heartbeats only move heartbeat_deadline; the queued entry re-arms itself when it fires,
+    # so the heap holds about one entry per member however often clients heartbeat.
+    session_timer_at: int | None = None
 
     @property
     def is_static(self) -> bool:

@@ -441,3 +441,15 @@ def test_respond_called_exactly_once_everywhere() -> None:
     assert len(pb.responses) == 1
     box = Box()
     assert not box.done
+
+
+def test_timer_heap_stays_small_under_heartbeats() -> None:
+    h = Harness()
+    cls = clients(10)
+    h.form_group("g", cls)
+    for i in range(5000):
+        if i % 100 == 0:
+            h.advance(500)
+        assert h.heartbeat("g", cls[i % 10]) == E.none
+    assert len(h.c._timers) < 60
+    assert len(h.c.group("g").members) == 10
