@@ -592,7 +592,7 @@ class GroupCoordinator:
         if group.is_static_member_fenced(member_id, instance_id):
             return self._reply(respond, self._join_response(req, E.fenced_instance_id, member_id))
         member = group.members.get(member_id)
-        if member is None or (instance_id is None and member.group_instance_id is not None):
+        if member is None:
             return self._reply(respond, self._join_response(req, E.unknown_member_id, member_id))
         pending = Pending(req, respond)
         state = group.state
