@@ -175,6 +175,14 @@ def _run(prog: str, prefix: str, build: Callable[[], argparse.ArgumentParser],
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        import os
+
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
