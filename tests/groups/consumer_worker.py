@@ -1,0 +1,58 @@
+"""A consumer-group member run as its own process, so tests can SIGKILL it (no LeaveGroup).
+
+Prints JSON lines: {"assigned": [...]} on every assignment change and
+{"msg": [partition, offset, value]} per record (after committing it synchronously).
+"""
+
+import json
+import sys
+
+from confluent_kafka import Consumer
+
+
+def main() -> None:
+    bootstrap, group, topic, strategy, name = sys.argv[1:6]
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500, "max.poll.interval.ms": 60000,
+    })
+    assigned: set[int] = set()
+
+    def report() -> None:
+        print(json.dumps({"assigned": sorted(assigned)}), flush=True)
+
+    def on_assign(consumer, parts):
+        if strategy == "cooperative-sticky":
+            assigned.update(p.partition for p in parts)
+        else:
+            assigned.clear()
+            assigned.update(p.partition for p in parts)
+        report()
+
+    def on_revoke(consumer, parts):
+        if strategy == "cooperative-sticky":
+            assigned.difference_update(p.partition for p in parts)
+        else:
+            assigned.clear()
+        report()
+
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    try:
+        while True:
+            m = c.poll(0.2)
+            if m is None or m.error():
+                if sys.stdin.closed:
+                    break
+                continue
+            c.commit(message=m, asynchronous=False)
+            print(json.dumps({"msg": [m.partition(), m.offset(), m.value().decode()]}), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        c.close()  # sends LeaveGroup
+
+
+if __name__ == "__main__":
+    main()
