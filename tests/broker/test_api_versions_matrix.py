@@ -1,0 +1,149 @@
+"""Every advertised version of the data-path APIs answers correctly over a socket, and the
+Produce/Fetch error paths give Kafka's error codes."""
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from broker.admin_client import Connection
+from protocol.apis import SUPPORTED, ApiKey
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, iter_headers, iter_records
+
+
+def _all_records(data):
+    return [r for pos, _ in iter_headers(data) for r in iter_records(data, pos)]
+
+
+def _conn(broker):
+    return Connection("127.0.0.1", broker.port, timeout=30)
+
+
+def _create(conn, name, partitions=1, configs=None):
+    r = conn.request(ApiKey.CREATE_TOPICS, 5, topics=[dict(name=name, num_partitions=partitions, replication_factor=1,
+                                                           assignments=[], configs=[dict(name=k, value=v) for k, v in
+                                                                                    (configs or {}).items()])],
+                     timeout=10000, validate_only=False)
+    assert r.topics[0].error_code == 0, r.topics[0]
+
+
+def _produce(conn, topic, records, version=9, acks=1, partition=0):
+    r = conn.request(ApiKey.PRODUCE, version, transactional_id=None, acks=acks, timeout=5000,
+                     topic_data=[dict(name=topic, partition_data=[dict(index=partition, records=records)])])
+    return r.responses[0].partition_responses[0]
+
+
+def _fetch(conn, version, topic, topic_id, offset, max_wait=0, min_bytes=1, max_bytes=1 << 20):
+    return conn.request(ApiKey.FETCH, version, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes,
+                        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                        topics=[dict(topic=topic, topic_id=topic_id, partitions=[
+                            dict(partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                                 partition_max_bytes=max_bytes)])],
+                        forgotten_topics_data=[], rack_id="")
+
+
+@pytest.fixture(scope="module")
+def topic(broker):
+    name = "matrix-" + uuid.uuid4().hex[:6]
+    with _conn(broker) as c:
+        _create(c, name)
+        for i in range(3):
+            assert _produce(c, name, build_batch([(b"k", b"v%d" % i)] * 2)).error_code == 0
+        md = c.request(ApiKey.METADATA, 12, topics=[dict(name=name)], allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False)
+        return name, md.topics[0].topic_id
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED[ApiKey.METADATA].min_version, 13))
+def test_metadata_every_version(broker, topic, version):
+    name, topic_id = topic
+    with _conn(broker) as c:
+        r = c.request(ApiKey.METADATA, version, topics=[dict(name=name)], allow_auto_topic_creation=False)
+        t = r.topics[0]
+        assert t.error_code == 0 and t.name == name and len(t.partitions) == 1
+        assert r.brokers[0].port == broker.port
+        if version >= 10:
+            assert t.topic_id == topic_id
+
+
+@pytest.mark.parametrize("version", range(4, 17))
+def test_fetch_every_version(broker, topic, version):
+    name, topic_id = topic
+    with _conn(broker) as c:
+        r = _fetch(c, version, name, topic_id, 2)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 0 and p.high_watermark == 6
+        offsets = [rec.offset for rec in _all_records(p.records)] if p.records else []
+        # the batch holding offset 2 starts at 2; whole batches only
+        assert offsets[:4] == [2, 3, 4, 5]
+        bad = _fetch(c, version, name, topic_id, 99).responses[0].partitions[0]
+        assert bad.error_code == ErrorCode.offset_out_of_range
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_produce_every_served_version(broker, version):
+    name = f"pv{version}-" + uuid.uuid4().hex[:6]
+    with _conn(broker) as c:
+        _create(c, name)
+        p = _produce(c, name, build_batch([(None, b"x")] * 3), version=version)
+        assert p.error_code == 0 and p.base_offset == 0
+        p = _produce(c, name, build_batch([(None, b"y")]), version=version)
+        assert p.base_offset == 3
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+def test_list_offsets_every_version(broker, topic, version):
+    name, _ = topic
+    with _conn(broker) as c:
+        for ts, want in ((-2, 0), (-1, 6)):
+            kw = dict(replica_id=-1, isolation_level=0,
+                      topics=[dict(name=name, partitions=[dict(partition_index=0, timestamp=ts, current_leader_epoch=-1)])])
+            r = c.request(ApiKey.LIST_OFFSETS, version, **kw)
+            part = r.topics[0].partitions[0]
+            assert part.error_code == 0 and part.offset == want
+
+
+def test_produce_error_codes(broker):
+    name = "errs-" + uuid.uuid4().hex[:6]
+    with _conn(broker) as c:
+        _create(c, name, configs={"max.message.bytes": "1000"})
+        _create(c, name + "-compact", configs={"cleanup.policy": "compact"})
+        assert _produce(c, name, build_batch([(None, b"x" * 2000)])).error_code == ErrorCode.message_too_large
+        assert _produce(c, name, build_batch([(None, b"x")]), acks=5).error_code == ErrorCode.invalid_required_acks
+        assert _produce(c, name, build_batch([(None, b"x")], base_offset=7)).error_code == ErrorCode.invalid_record
+        assert _produce(c, name + "-compact", build_batch([(None, b"x")])).error_code == ErrorCode.invalid_record
+        assert _produce(c, name + "-compact", build_batch([(b"k", b"x")])).error_code == 0
+        assert _produce(c, "no-such-topic-" + name, build_batch([(None, b"x")])).error_code == \
+            ErrorCode.unknown_topic_or_partition
+        assert _produce(c, name, build_batch([(None, b"x")]), partition=9).error_code == \
+            ErrorCode.unknown_topic_or_partition
+        # after all those refusals the log is untouched
+        assert _produce(c, name, build_batch([(None, b"ok")])).base_offset == 0
+
+
+def test_fetch_long_poll_wakes_on_append(broker):
+    name = "poll-" + uuid.uuid4().hex[:6]
+    with _conn(broker) as c, _conn(broker) as p:
+        _create(c, name)
+        result = {}
+
+        def fetch():
+            t0 = time.monotonic()
+            result["resp"] = _fetch(c, 12, name, None, 0, max_wait=10_000, min_bytes=1)
+            result["took"] = time.monotonic() - t0
+
+        t = threading.Thread(target=fetch)
+        t.start()
+        time.sleep(0.5)
+        assert "resp" not in result  # parked: nothing to read yet
+        _produce(p, name, build_batch([(None, b"wake")]))
+        t.join(10)
+        assert 0.4 < result["took"] < 5
+        recs = list(iter_records(result["resp"].responses[0].partitions[0].records))
+        assert [r.value for r in recs] == [b"wake"]
+        # and an empty long poll returns after max_wait
+        t0 = time.monotonic()
+        r = _fetch(c, 12, name, None, 1, max_wait=300, min_bytes=1)
+        assert 0.25 < time.monotonic() - t0 < 3 and not r.responses[0].partitions[0].records
