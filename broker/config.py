@@ -142,13 +142,17 @@ class Listener:
         return f"{self.name}://{self.host}:{self.port}"
 
 
-def parse_listener(spec: str) -> Listener:
-    u = urlsplit(spec)
-    if not u.scheme or u.port is None:
-        raise ConfigError(f"listener {spec!r} must look like PLAINTEXT://host:port")
+def parse_listener(spec: str, key: str = "listeners") -> Listener:
+    try:
+        u = urlsplit(spec)
+        port = u.port
+    except ValueError:
+        port = None
+    if not u.scheme or port is None:
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: must look like PLAINTEXT://host:port")
     if u.scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"listener {spec!r}: only PLAINTEXT listeners are supported")
-    return Listener(u.scheme.upper(), u.hostname or "0.0.0.0", u.port)
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: only PLAINTEXT listeners are supported")
+    return Listener(u.scheme.upper(), u.hostname or "0.0.0.0", port)
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -236,7 +240,7 @@ class BrokerConfig:
                 host = lst.host if lst.host not in ("0.0.0.0", "", "::") else "127.0.0.1"
                 out.append(Listener(lst.name, host, lst.port))
             return out
-        return [parse_listener(s) for s in adv]
+        return [parse_listener(s, "advertised.listeners") for s in adv]
 
     def retention_ms(self) -> int:
         if self.values["log.retention.ms"] is not None:
