@@ -63,7 +63,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> N
         position += n
 
 
-def scan_headers(fd: int, start: int, end: int, chunk: int = 65536) -> Iterator[tuple[int, BatchHeader]]:
+def scan_headers(fd: int, start: int, end: int, chunk: int = 16384) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) of whole batches in [start, end); stop at a torn tail.
 
     Reads ``chunk``-sized windows so that runs of small batches cost one pread, while a
