@@ -219,8 +219,13 @@ class Connection:
             body = self._recv_exact(size)
         except ClientError as exc:
             raise ClientError(f"{exc} (request: {apis.api_name(api_key)} v{version})") from None
+        decode_version = version
+        if (api_key == ApiKey.API_VERSIONS and len(body) >= 6
+                and struct.unpack_from(">h", body, 4)[0] == ErrorCode.unsupported_version):
+            # a broker that does not know this ApiVersions version answers in the v0 format
+            decode_version = 0
         try:
-            got, obj = framing.decode_response(api_key, version, body)
+            got, obj = framing.decode_response(api_key, decode_version, body)
         except ProtocolError as exc:
             raise ClientError(f"cannot decode {apis.api_name(api_key)} v{version} response: {exc}") from None
         if got != cid:

@@ -33,6 +33,7 @@ from broker.admin_client import (
     format_uuid,
     parse_bootstrap,
 )
+from protocol.build import make
 from tests.krait_harness import REPO
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -425,3 +426,74 @@ def test_groups_describe_unknown_group(broker):
     r = groups(broker, "--describe", "--group", "cli-no-such-group")
     assert r.returncode == 1
     assert "Error: Consumer group 'cli-no-such-group' does not exist." in r.stderr
+
+
+# --- version negotiation against a fake broker with older versions ---------------------------
+
+
+class _FakeBroker:
+    """Answers ApiVersions v3+ with UNSUPPORTED_VERSION (v0 body, like Kafka) and then
+    serves the older request shapes: Metadata v5, FindCoordinator v3, OffsetFetch v7,
+    DeleteTopics v5."""
+
+    RANGES = {18: (0, 2), 3: (0, 5), 10: (0, 3), 9: (0, 7), 20: (0, 5)}
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        self.seen: list[tuple[int, int, object]] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        from protocol import apis, framing
+
+        conn, _ = self.sock.accept()
+        with conn:
+            while True:
+                head = conn.recv(4, 0x100)  # MSG_WAITALL
+                if len(head) < 4:
+                    return
+                body = conn.recv(struct.unpack(">i", head)[0], 0x100)
+                hdr = framing.parse_request_header(body)
+                key, v = hdr.api_key, hdr.api_version
+                ranges = [dict(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in self.RANGES.items()]
+                if key == 18 and v > 2:
+                    resp = make(apis.response_type(18, 0), error_code=35, api_keys=ranges)
+                    conn.sendall(framing.encode_response(18, 0, hdr.correlation_id, resp))
+                    continue
+                req = framing.decode_request(hdr, body)
+                self.seen.append((key, v, req))
+                if key == 18:
+                    resp = make(apis.response_type(18, v), error_code=0, api_keys=ranges)
+                elif key == 3:
+                    resp = make(apis.response_type(3, v), brokers=[dict(node_id=7, host="127.0.0.1", port=self.port)],
+                                controller_id=7, topics=[])
+                elif key == 10:
+                    resp = make(apis.response_type(10, v), error_code=0, node_id=7, host="127.0.0.1", port=self.port)
+                elif key == 9:
+                    resp = make(apis.response_type(9, v), error_code=0, topics=[dict(name="t", partitions=[
+                        dict(partition_index=0, committed_offset=42, metadata="", error_code=0),
+                        dict(partition_index=1, committed_offset=-1, metadata="", error_code=0)])])
+                elif key == 20:
+                    resp = make(apis.response_type(20, v), responses=[
+                        dict(name=n, error_code=3 if n == "missing" else 0) for n in req.topic_names])
+                conn.sendall(framing.encode_response(key, v, hdr.correlation_id, resp))
+
+
+def test_admin_client_downgrades_to_older_versions():
+    fake = _FakeBroker()
+    with AdminClient(f"127.0.0.1:{fake.port}") as admin:
+        assert admin.bootstrap.versions[18] == (0, 2) and admin.bootstrap.versions[3] == (0, 5)
+        assert admin.find_coordinator("g") == (7, "127.0.0.1", fake.port)
+        assert admin.offset_fetch("g") == {("t", 0): (42, "")}
+        res = admin.delete_topics(["a", "missing"])
+        assert res["a"] is None and res["missing"].name == "UNKNOWN_TOPIC_OR_PARTITION"
+    versions = [(k, v) for k, v, _ in fake.seen]
+    assert (18, 2) in versions and (10, 3) in versions and (9, 7) in versions and (20, 5) in versions
+    fc = next(r for k, _, r in fake.seen if k == 10)
+    assert fc.key == "g"
