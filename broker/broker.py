@@ -68,15 +68,14 @@ class Broker:
         if self.registry.cluster_id is None:
             self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
             self.registry.save()
-        self.logs = LogManager(self.log_dirs, self.base_log_config())
-        self.logs.load()
+        self.logs = LogManager(self.log_dirs, self.base_log_config(),
+                               producer_id_expiration_ms=self.config["producer.id.expiration.ms"])
+        configs = {info.name: self.topic_log_config(info) for info in self.registry.topics.values()}
+        self.logs.load(configs)
         for info in list(self.registry.topics.values()):
-            cfg = self.topic_log_config(info)
             for p in range(info.partitions):
                 if self.logs.get(info.name, p) is None:
-                    self.logs.create(info.name, p, cfg, info.topic_id)
-                else:
-                    self.logs.update_config(info.name, cfg)
+                    self.logs.create(info.name, p, configs[info.name], info.topic_id)
         self.started_at = time.time()
         log.info("loaded %d topics, %d partitions in %.3fs", len(self.registry.topics),
                  len(self.logs.partitions()), time.monotonic() - t0)

@@ -108,7 +108,7 @@ class Connection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            frame = bytes(memoryview(buf)[pos + 4 : pos + 4 + size])
             pos += 4 + size
             self._handle_frame(frame)
             if self._closed:
