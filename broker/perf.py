@@ -487,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--throughput", type=float, default=-1,
                        help="records/s to aim for (-1: unlimited; e2e default 10000)")
         s.add_argument("--linger-ms", type=float, default=5.0)
-        s.add_argument("--e2e-linger-ms", type=float, default=0.0, help="linger.ms in e2e mode")
+        s.add_argument("--e2e-linger-ms", type=float, default=1.0, help="linger.ms in e2e mode")
         s.add_argument("--fetch-wait-ms", type=int, default=100, help="consumer fetch.wait.max.ms")
         s.add_argument("--latency-sample", type=int, default=0,
                        help="time the ack of every K-th record (default 0: about 20,000 samples; "

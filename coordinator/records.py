@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from protocol.varint import encode_uvarint
+
 __all__ = [
     "RecordDecodeError",
     "UnknownRecordVersion",
@@ -117,15 +119,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 class _Writer:
     __slots__ = ("buf", "flexible")
 
@@ -147,11 +140,11 @@ class _Writer:
             if not nullable:
                 raise ValueError("null for a non-nullable string")
             # Classic null string is length -1; compact null is length+1 = 0.
-            self.buf += _uvarint(0) if self.flexible else _I16.pack(-1)
+            self.buf += encode_uvarint(0) if self.flexible else _I16.pack(-1)
             return
         data = v.encode("utf-8")
         if self.flexible:
-            self.buf += _uvarint(len(data) + 1)
+            self.buf += encode_uvarint(len(data) + 1)
         else:
             if len(data) > 0x7FFF:
                 raise ValueError("string longer than 32767 bytes")
@@ -160,13 +153,13 @@ class _Writer:
 
     def bytes_(self, v: bytes) -> None:
         if self.flexible:
-            self.buf += _uvarint(len(v) + 1)
+            self.buf += encode_uvarint(len(v) + 1)
         else:
             self.buf += _I32.pack(len(v))
         self.buf += v
 
     def array_len(self, n: int) -> None:
-        self.buf += _uvarint(n + 1) if self.flexible else _I32.pack(n)
+        self.buf += encode_uvarint(n + 1) if self.flexible else _I32.pack(n)
 
     def tags(self) -> None:
         # We never write tagged fields; an empty tagged-field section is one zero byte.

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import cache
 
 from .errors import DecodeError
+from .varint import read_uvarint
 
 __all__ = ["check_entity"]
 
@@ -38,25 +39,10 @@ Buf = bytes | bytearray | memoryview
 Step = Callable[[Buf, int, int], int]
 
 
-def _uvarint(buf: Buf, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise DecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("varint too long")
-
-
 def _length(buf: Buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """A length prefix; -1 means null. ``wide``: int32 (bytes, arrays) rather than int16."""
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         return n - 1, pos
     size = 4 if wide else 2
     if pos + size > end:
@@ -170,10 +156,10 @@ def _entity_step(cls: type) -> Step:
         steps.append(_fixed_step(fixed_run))
 
     def _tagged(buf: Buf, pos: int, end: int) -> int:
-        count, pos = _uvarint(buf, pos, end)
+        count, pos = read_uvarint(buf, pos, end)
         for _ in range(count):
-            tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
+            tag, pos = read_uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
             stop = pos + size
             if stop > end:
                 raise DecodeError(f"tagged field {tag} runs past the end of the message")

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .varint import encode_uvarint
+
 __all__ = ["FetchPartition", "FetchTopic", "encode_fetch_response"]
 
 _I16 = struct.Struct(">h")
@@ -46,18 +48,9 @@ class FetchTopic:
     partitions: list[FetchPartition] = field(default_factory=list)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _array_len(n: int | None, flexible: bool) -> bytes:
     if flexible:
-        return _uvarint(0 if n is None else n + 1)
+        return encode_uvarint(0 if n is None else n + 1)
     return _I32.pack(-1 if n is None else n)
 
 
@@ -90,7 +83,7 @@ def encode_fetch_response(
             head += t.topic_id.bytes
         else:
             name = t.name.encode()
-            head += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            head += encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             head += name
         head += _array_len(len(t.partitions), flexible)
         for p in t.partitions:
@@ -112,7 +105,7 @@ def encode_fetch_response(
             if recs is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _uvarint(len(recs) + 1) if flexible else _I32.pack(len(recs))
+                head += encode_uvarint(len(recs) + 1) if flexible else _I32.pack(len(recs))
                 if len(recs):
                     chunks.append(bytes(head))
                     chunks.append(recs)

@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from . import apis
 from .bounds import check_entity
 from .errors import DecodeError, UnsupportedVersionError
+from .varint import skip_tagged_fields
 
 __all__ = [
     "RequestHeader",
@@ -43,21 +44,6 @@ class RequestHeader:
     client_id: str | None
     #: offset of the request body within the frame
     body_offset: int
-
-
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise DecodeError("truncated varint in request header")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("varint too long in request header")
 
 
 def _readonly(frame: bytes | bytearray | memoryview) -> bytes | memoryview:
@@ -95,13 +81,7 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
         elif n != -1:
             raise DecodeError(f"bad client id length {n}")
     if apis.is_supported(api_key, api_version) and apis.is_flexible_request(api_key, api_version):
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise DecodeError("tagged field runs past the end of the frame")
+        pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
@@ -171,13 +151,7 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
     pos = 4
     if api_key != apis.ApiKey.API_VERSIONS and rtype.__flexible__:
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise DecodeError("tagged field runs past the end of the frame")
+        pos = skip_tagged_fields(frame, pos)
     frame = _readonly(frame)
     check_entity(rtype, frame, pos)
     try:

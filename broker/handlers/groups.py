@@ -50,37 +50,22 @@ def join_group(broker, ctx, req):
     return d.call(d.coordinator.join_group, req, client_id=ctx.client_id, client_host="/" + ctx.client_host)
 
 
-@handles(ApiKey.SYNC_GROUP)
-def sync_group(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.sync_group, req)
+def route(method: str):
+    def handler(broker, ctx, req):
+        d = _driver(broker)
+        return d.call(getattr(d.coordinator, method), req)
+
+    handler.__name__ = method
+    return handler
 
 
-@handles(ApiKey.HEARTBEAT)
-def heartbeat(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.heartbeat, req)
-
-
-@handles(ApiKey.LEAVE_GROUP)
-def leave_group(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.leave_group, req)
-
-
-@handles(ApiKey.DESCRIBE_GROUPS)
-def describe_groups(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.describe_groups, req)
-
-
-@handles(ApiKey.LIST_GROUPS)
-def list_groups(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.list_groups, req)
-
-
-@handles(ApiKey.DELETE_GROUPS)
-def delete_groups(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.delete_groups, req)
+# APIs the coordinator answers with no broker-side work of their own
+for _api, _method in {
+    ApiKey.SYNC_GROUP: "sync_group",
+    ApiKey.HEARTBEAT: "heartbeat",
+    ApiKey.LEAVE_GROUP: "leave_group",
+    ApiKey.DESCRIBE_GROUPS: "describe_groups",
+    ApiKey.LIST_GROUPS: "list_groups",
+    ApiKey.DELETE_GROUPS: "delete_groups",
+}.items():
+    handles(_api)(route(_method))

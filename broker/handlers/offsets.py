@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, routed to the group
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, answered by the group
 coordinator (which persists them in __consumer_offsets)."""
 
 from __future__ import annotations
@@ -6,22 +6,8 @@ from __future__ import annotations
 from protocol.apis import ApiKey
 
 from . import handles
-from .groups import _driver
+from .groups import route
 
-
-@handles(ApiKey.OFFSET_COMMIT)
-def offset_commit(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.offset_commit, req)
-
-
-@handles(ApiKey.OFFSET_FETCH)
-def offset_fetch(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.offset_fetch, req)
-
-
-@handles(ApiKey.OFFSET_DELETE)
-def offset_delete(broker, ctx, req):
-    d = _driver(broker)
-    return d.call(d.coordinator.offset_delete, req)
+handles(ApiKey.OFFSET_COMMIT)(route("offset_commit"))
+handles(ApiKey.OFFSET_FETCH)(route("offset_fetch"))
+handles(ApiKey.OFFSET_DELETE)(route("offset_delete"))

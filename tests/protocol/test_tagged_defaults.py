@@ -10,15 +10,9 @@ import pytest
 
 from protocol import apis, framing
 from protocol.build import make
+from protocol.varint import encode_uvarint
 
-
-def uv(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+uv = encode_uvarint
 
 
 def cstr(s: str | None) -> bytes:
