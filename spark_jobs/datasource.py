@@ -31,6 +31,7 @@ Options (named like Spark's Kafka source):
                         ``ignore`` (read up to the last whole batch)
 ``isolation.level``     ``read_uncommitted`` (Krait has no transactions yet)
 ``pushFilters``         ``auto`` (default), ``true``, ``false``: see below
+``readChunkBytes``      bytes of .log decoded into one Arrow batch (default 4 MiB)
 
 Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` (=, <, <=, >, >=, IN)
 are pushed down when ``spark.sql.python.filterPushdown.enabled`` is true: they narrow
@@ -47,6 +48,7 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -71,6 +73,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["KafkaSegmentsDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
 
@@ -100,7 +105,7 @@ EARLIEST, LATEST = -2, -1
 _MIN, _MAX = -(2**63), 2**63 - 1
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Register the data source and enable Python filter pushdown for this session."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(KafkaSegmentsDataSource)
@@ -186,11 +191,12 @@ class _SegmentsReader(DataSourceReader):
         return [InputPartition(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator:
-        from .logdir import read_slice
+        from .logdir import READ_CHUNK, read_slice
 
         if partition.value is None:
             return iter(())
-        return read_slice(partition.value, arrow_schema(self.schema))
+        chunk = int(self.options.get("readchunkbytes") or READ_CHUNK)
+        return read_slice(partition.value, arrow_schema(self.schema), chunk=chunk)
 
 
 class _PushdownReader(_SegmentsReader):

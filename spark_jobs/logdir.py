@@ -474,3 +474,47 @@ def read_records_python(log_dirs: list[str], topics: list[str] | None = None, *,
                             "headers": [(k, v) for k, v in rec.headers],
                         })
     return rows
+
+
+def whole_partition_slices(log_dirs: list[str], topics: list[str] | None = None, *,
+                           include_internal: bool = False) -> list[Slice]:
+    """One slice per segment covering everything readable (for batch-level jobs)."""
+    out = []
+    for plog in list_partitions(log_dirs):
+        if topics is not None and plog.topic not in topics:
+            continue
+        if topics is None and not include_internal and plog.topic.startswith("__"):
+            continue
+        out.extend(plan_partition(plog, plog.earliest, plog.end_offset(True)))
+    return out
+
+
+def batch_stats(s: Slice) -> list[dict]:
+    """Batch-level totals of one slice per compression codec: batches, records, bytes on
+    disk, control batches, offset and timestamp ranges (headers only, no decoding)."""
+    from protocol.compression import codec_name
+    from protocol.records import ATTR_COMPRESSION_MASK, ATTR_CONTROL
+
+    stats: dict[str, dict] = {}
+    try:
+        with open(s.path, "rb") as f:
+            f.seek(s.start)
+            buf = np.frombuffer(f.read(s.end - s.start), dtype=np.uint8)
+    except FileNotFoundError:
+        return []
+    headers, _ = walk_all_headers(buf)
+    for codec in np.unique(headers[:, 4] & ATTR_COMPRESSION_MASK).tolist() if len(headers) else []:
+        h = headers[(headers[:, 4] & ATTR_COMPRESSION_MASK) == codec]
+        control = (h[:, 4] & ATTR_CONTROL) != 0
+        data = h[~control]
+        stats[codec_name(codec)] = {
+            "topic": s.topic, "partition": s.partition, "codec": codec_name(codec),
+            "batches": int(len(h)), "control_batches": int(control.sum()),
+            "records": int(data[:, 9].sum()) if len(data) else 0,
+            "bytes": int(h[:, H_SIZE].sum()),
+            "min_offset": int(h[:, H_BASE_OFFSET].min()),
+            "max_offset": int((h[:, H_BASE_OFFSET] + h[:, H_LAST_DELTA]).max()),
+            "min_timestamp": int(data[:, 6].min()) if len(data) else None,
+            "max_timestamp": int(data[:, H_MAX_TS].max()) if len(data) else None,
+        }
+    return list(stats.values())

@@ -1,0 +1,127 @@
+"""What every spark-submit job shares: arguments, the session, progress lines, charts.
+
+Each job is a script (``spark-submit spark_jobs/<job>.py --log-dirs DIR --output OUT``);
+this module gives them the same ``--log-dirs``/``--output``/``--topics`` arguments, a
+session with the ``kafka-segments`` source registered, a progress printer (stage task
+counts on stderr every couple of seconds: jobs can run for minutes on big log dirs) and
+matplotlib set to the Agg backend (no display on servers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from pyspark.sql import DataFrameReader, SparkSession
+
+__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table"]
+
+
+def log(msg: str) -> None:
+    """Progress/status line on stderr (stdout is kept for results)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--log-dirs", required=True, help="comma-separated Krait/Kafka log dirs")
+    ap.add_argument("--output", required=True, help="directory for results (created)")
+    ap.add_argument("--topics", help="comma-separated topics (default: every topic not starting with __)")
+    ap.add_argument("--master", help="Spark master when not given by spark-submit (default local[*])")
+    ap.add_argument("--min-partitions", type=int, default=0, help="minPartitions for the scan")
+    return ap
+
+
+def session(app: str, master: str | None = None) -> SparkSession:
+    """The SparkSession (spark-submit's, or a local one), with kafka-segments registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from .datasource import register
+
+    builder = SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC")
+    if master:  # under spark-submit the master comes from its --master; plain python gets local[*]
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KRAIT_SPARK_LOG_LEVEL", "WARN"))
+    register(spark)
+    return spark
+
+
+def reader(spark: SparkSession, args: argparse.Namespace, **options: str) -> DataFrameReader:
+    """spark.read.format("kafka-segments") with the common options applied."""
+    r = spark.read.format("kafka-segments").option("log.dirs", args.log_dirs)
+    if getattr(args, "topics", None):
+        r = r.option("subscribe", args.topics)
+    if getattr(args, "min_partitions", 0):
+        r = r.option("minPartitions", str(args.min_partitions))
+    for k, v in options.items():
+        if v is not None:
+            r = r.option(k, v)
+    return r
+
+
+@contextmanager
+def progress(spark: SparkSession, what: str, interval: float = 2.0) -> Iterator[None]:
+    """Print "<what>: stage S tasks done/total" lines while the block runs Spark jobs."""
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+    t0 = time.time()
+
+    def loop() -> None:
+        last = None
+        while not stop.wait(interval):
+            parts = []
+            for sid in sorted(tracker.getActiveStageIds()):
+                info = tracker.getStageInfo(sid)
+                if info:
+                    parts.append(f"stage {sid} {info.numCompletedTasks}/{info.numTasks} tasks")
+            line = ", ".join(parts)
+            if line and line != last:
+                log(f"{what}: {line} ({time.time() - t0:.0f}s)")
+                last = line
+
+    th = threading.Thread(target=loop, daemon=True)
+    log(f"{what} ...")
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join()
+        log(f"{what}: done in {time.time() - t0:.1f}s")
+
+
+def write_json(path: str, obj: Any) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+
+
+def pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend (files only, works without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def print_table(rows: list[dict], columns: list[str]) -> None:
+    """A plain aligned table on stdout."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
