@@ -517,6 +517,7 @@ def partitions_workload(b: Running, sizes: Sizes) -> dict:
             raise WorkloadFailed(f"CreateTopics {t} x {per} partitions: {exc}") from exc
     b.wait_ready(t0, timeout=120, want=want)
     create_s = time.perf_counter() - t0
+    del admin, futs  # no client left to reconnect while the broker restarts
     time.sleep(1.0)
     rss = b.rss_mb()
     lat = []

@@ -354,24 +354,26 @@ def run_e2e(args) -> dict:
         now_ns = time.perf_counter_ns
         try:
             while not stop.is_set():
-                msgs = consumer.consume(num_messages=10000, timeout=0.05)
+                # poll() per record: consume(n) would wait for n records or its timeout.
+                m = consumer.poll(0.05)
+                if m is None:
+                    continue
                 t = now_ns()
-                for m in msgs:
-                    if m.error() is not None:
-                        if m.error().code() != ck.KafkaError._PARTITION_EOF:
-                            cerr.append(str(m.error()))
-                        continue
-                    v = m.value()
-                    if v is None or len(v) < _E2E_HEADER.size:
-                        seen["other"] += 1
-                        continue
-                    magic, ts = unpack(v)
-                    if magic != E2E_MAGIC:
-                        seen["other"] += 1
-                    elif ts < 0:
-                        seen["marker"] += 1
-                    else:
-                        e2e.append((t - ts) / 1e6)
+                if m.error() is not None:
+                    if m.error().code() != ck.KafkaError._PARTITION_EOF:
+                        cerr.append(str(m.error()))
+                    continue
+                v = m.value()
+                if v is None or len(v) < _E2E_HEADER.size:
+                    seen["other"] += 1
+                    continue
+                magic, ts = unpack(v)
+                if magic != E2E_MAGIC:
+                    seen["other"] += 1
+                elif ts < 0:
+                    seen["marker"] += 1
+                else:
+                    e2e.append((t - ts) / 1e6)
         except Exception as exc:  # surfaced in the result
             cerr.append(repr(exc))
 
