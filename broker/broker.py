@@ -53,6 +53,7 @@ class Broker:
         self._tasks: set[asyncio.Task] = set()
         self._servers: list = []
         self._timers: list[asyncio.Task] = []
+        self.stopping = False
         self._next_pid = 0
         self._pid_limit = 0
         self.started_at = 0.0
@@ -104,6 +105,7 @@ class Broker:
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish, flush, checkpoint, mark clean."""
+        self.stopping = True
         for s in self._servers:
             s.close()
         for t in self._timers:

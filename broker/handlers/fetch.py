@@ -102,5 +102,5 @@ async def _long_poll(broker, req, version, correlation_id, max_wait, keys):
     while True:
         woke = await broker.purgatory.wait(keys, deadline - time.monotonic())
         topics, total, any_error, keys = _read_all(broker, req, version)
-        if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline:
+        if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
             return encode_fetch_response(version, correlation_id, topics)[0]
