@@ -1,6 +1,7 @@
 """Data survives clean and hard (SIGKILL) broker restarts and reads back identical."""
 
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -41,3 +42,35 @@ def test_data_survives_restart(fresh_broker, hard):
     # and the log continues where it left off
     _produce(fresh_broker.bootstrap, "durable", 10, start=1000)
     assert len(_read(fresh_broker.bootstrap, "durable", 1010)) == 1010
+
+
+def test_sigterm_answers_parked_fetch_and_exits_cleanly(fresh_broker):
+    import threading
+
+    from broker.admin_client import Connection
+    from protocol.apis import ApiKey
+
+    with Connection("127.0.0.1", fresh_broker.port) as c:
+        c.request(ApiKey.METADATA, 9, topics=[dict(name="parked")], allow_auto_topic_creation=True)
+        out = {}
+
+        def fetch():
+            try:
+                out["resp"] = c.request(ApiKey.FETCH, 11, replica_id=-1, max_wait=30_000, min_bytes=1, max_bytes=1 << 20,
+                                        isolation_level=0, session_id=0, session_epoch=-1,
+                                        topics=[dict(topic="parked", partitions=[dict(partition=0, fetch_offset=0,
+                                                                                       partition_max_bytes=1 << 20)])],
+                                        forgotten_topics_data=[], rack_id="")
+            except Exception as exc:
+                out["error"] = exc
+
+        t = threading.Thread(target=fetch)
+        t.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert fresh_broker.stop() == 0
+        took = time.monotonic() - t0
+        t.join(5)
+    assert took < 5, took
+    assert "resp" in out, out  # the parked fetch got its (empty) answer before the broker exited
+    assert (Path(fresh_broker.log_dir) / ".kafka_cleanshutdown").exists()
