@@ -380,3 +380,31 @@ def build_batch(
     out[HEADER_SIZE:] = body
     _CRC.pack_into(out, _OFFSET_CRC, crc32c(memoryview(out)[_OFFSET_ATTRIBUTES:]))
     return bytes(out)
+
+
+def recompress(buf: bytes | bytearray | memoryview, headers: Iterable[BatchHeader], codec: int) -> bytearray:
+    """Re-encode batches with another codec, keeping every record, timestamp, header and
+    the producer id/epoch/sequence. Used only when a topic's compression.type asks for a
+    codec other than the producer's (Kafka does the same); never on the default path."""
+    out = bytearray()
+    pos = 0
+    for h in headers:
+        if h.compression == codec:
+            out += memoryview(buf)[pos : pos + h.size]
+        else:
+            recs = list(iter_records(buf, pos))
+            out += build_batch(
+                [(r.key, r.value, r.headers) for r in recs],
+                base_offset=h.base_offset,
+                timestamp=[r.timestamp for r in recs],
+                compression=codec,
+                log_append_time=h.is_log_append_time,
+                producer_id=h.producer_id,
+                producer_epoch=h.producer_epoch,
+                base_sequence=h.base_sequence,
+                transactional=h.is_transactional,
+                partition_leader_epoch=h.partition_leader_epoch,
+                offset_deltas=[r.offset - h.base_offset for r in recs],
+            )
+        pos += h.size
+    return out

@@ -12,14 +12,19 @@ import time
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
+from protocol.compression import Codec
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import iter_records, validate_batches
+from protocol.records import iter_records, recompress, validate_batches
 from storage.errors import StorageError
 
 from ..topics import INTERNAL_TOPICS
 from . import handles
 
 log = logging.getLogger("krait.produce")
+
+# topic compression.type -> codec the broker stores ("producer" keeps what was sent)
+_TOPIC_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4,
+                 "zstd": Codec.ZSTD}
 
 
 class PartitionAppendError(Exception):
@@ -58,6 +63,14 @@ def append_partition(broker, topic: str, partition: int, records, now_ms: int, *
                         raise PartitionAppendError(ErrorCode.invalid_record,
                                               "Compacted topic cannot accept message without key")
                 pos += h.size
+        except ProtocolError as exc:
+            raise PartitionAppendError(exc.error_code, str(exc)) from None
+    target = _TOPIC_CODECS.get(cfg.compression_type)
+    if target is not None and any(h.compression != target for h in headers):
+        # compression.type set on the topic: Kafka re-encodes; off the default path
+        try:
+            records = recompress(records, headers, target)
+            headers = validate_batches(records, from_client=False)
         except ProtocolError as exc:
             raise PartitionAppendError(exc.error_code, str(exc)) from None
     buf = records if isinstance(records, bytearray) else bytearray(records)

@@ -147,3 +147,20 @@ def test_fetch_long_poll_wakes_on_append(broker):
         t0 = time.monotonic()
         r = _fetch(c, 12, name, None, 1, max_wait=300, min_bytes=1)
         assert 0.25 < time.monotonic() - t0 < 3 and not r.responses[0].partitions[0].records
+
+
+def test_topic_compression_type_recompresses(broker):
+    from protocol.compression import Codec
+    from protocol.records import parse_header
+
+    name = "recompress-" + uuid.uuid4().hex[:6]
+    with _conn(broker) as c:
+        _create(c, name, configs={"compression.type": "zstd"})
+        sent = build_batch([(b"k%d" % i, b"v" * 50, [("h", b"x")]) for i in range(5)], timestamp=[1000 + i for i in
+                                                                                             range(5)], compression=Codec.GZIP)
+        assert _produce(c, name, sent).error_code == 0
+        data = _fetch(c, 12, name, None, 0).responses[0].partitions[0].records
+        assert parse_header(data).compression == Codec.ZSTD
+        got = _all_records(data)
+        assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == \
+            [(i, b"k%d" % i, b"v" * 50, (("h", b"x"),), 1000 + i) for i in range(5)]
