@@ -74,3 +74,26 @@ def test_sigterm_answers_parked_fetch_and_exits_cleanly(fresh_broker):
     assert took < 5, took
     assert "resp" in out, out  # the parked fetch got its (empty) answer before the broker exited
     assert (Path(fresh_broker.log_dir) / ".kafka_cleanshutdown").exists()
+
+
+def test_topic_and_broker_configs_persist(fresh_broker):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    admin.create_topics([NewTopic("cfg", 3, 1, config={"cleanup.policy": "compact"})])["cfg"].result(10)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "cfg", incremental_configs=[
+        ConfigEntry("retention.bytes", "123456", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([topic])[topic].result(10)
+    brk = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([brk])[brk].result(10)
+    fresh_broker.restart()
+    admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "cfg")
+    cfg = admin.describe_configs([res])[res].result(10)
+    assert cfg["retention.bytes"].value == "123456"
+    assert cfg["cleanup.policy"].value == "compact"
+    # the broker-level change is the new default for topics that do not override it
+    assert cfg["retention.ms"].value == "7200000"
+    assert cfg["retention.ms"].source == 2  # DYNAMIC_BROKER_CONFIG
+    assert len(admin.list_topics("cfg", timeout=10).topics["cfg"].partitions) == 3
