@@ -336,6 +336,17 @@ class Running:
                 total += q.memory_info().rss
         return total / (1024 * 1024)
 
+    def cpu_s(self) -> float:
+        import psutil
+
+        p = psutil.Process(self.proc.pid)
+        total = 0.0
+        for q in [p] + p.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                t = q.cpu_times()
+                total += t.user + t.system
+        return total
+
     def stop(self, timeout: float = 60.0) -> tuple[float, bool]:
         """SIGTERM and wait; (seconds, clean). SIGKILL after timeout."""
         if not self.alive():
@@ -361,9 +372,9 @@ class Running:
 
 @dataclass
 class Sizes:
-    n100: int = 2_000_000
-    n1k: int = 500_000
-    n8: int = 2_000_000
+    n100: int = 3_000_000
+    n1k: int = 600_000
+    n8: int = 3_000_000
     e2e_seconds: float = 15.0
     e2e_rate: int = 10_000
     idle_conns: int = 1000
@@ -397,16 +408,23 @@ METRICS = [
     ("produce-100B", "records_per_sec", "records/s", True, (">=", 1.0e6), "and >= 0.95x best peer"),
     ("produce-100B", "mb_per_sec", "MB/s", True, None, ""),
     ("produce-100B", "ack_p99", "ack p99 ms", False, None, ""),
+    ("produce-100B", "broker_cpu_pct", "broker CPU %", False, None, ""),
+    ("produce-100B", "client_cpu_pct", "client CPU %", False, None, ""),
     ("consume-100B", "records_per_sec", "records/s", True, (">=", 1.4e6), "and >= 1.0x best peer"),
     ("consume-100B", "mb_per_sec", "MB/s", True, None, ""),
+    ("consume-100B", "wire_records_per_sec", "records/s, wire client", True, (">=", 1.4e6), ""),
+    ("consume-100B", "broker_cpu_pct", "broker CPU %", False, None, ""),
+    ("consume-100B", "client_cpu_pct", "client CPU %", False, None, ""),
     ("produce-1KiB", "records_per_sec", "records/s", True, None, ""),
     ("produce-1KiB", "mb_per_sec", "MB/s", True, (">=", 500), ""),
     ("produce-1KiB", "ack_p99", "ack p99 ms", False, None, ""),
     ("consume-1KiB", "records_per_sec", "records/s", True, None, ""),
     ("consume-1KiB", "mb_per_sec", "MB/s", True, (">=", 600), ""),
+    ("consume-1KiB", "wire_mb_per_sec", "MB/s, wire client", True, (">=", 600), ""),
     ("produce-8p-lz4-all", "records_per_sec", "records/s", True, (">=", 1.0e6), ""),
     ("produce-8p-lz4-all", "ack_p99", "ack p99 ms", False, None, ""),
     ("consume-8p-lz4", "records_per_sec", "records/s", True, (">=", 1.5e6), ""),
+    ("consume-8p-lz4", "wire_records_per_sec", "records/s, wire client", True, (">=", 1.5e6), ""),
     ("e2e-10k", "e2e_p50", "e2e p50 ms", False, None, ""),
     ("e2e-10k", "e2e_p99", "e2e p99 ms", False, ("<=", 5), ""),
     ("e2e-10k", "e2e_p999", "e2e p99.9 ms", False, None, ""),
@@ -443,11 +461,13 @@ def run_perf(mode: str, bootstrap: str, topic: str, n: int, size: int, parts: in
 def _produce_metrics(r: dict) -> dict:
     lat = r.get("ack_latency_ms") or {}
     return {"records_per_sec": r["records_per_sec"], "mb_per_sec": r["mb_per_sec"],
-            "ack_p50": lat.get("p50"), "ack_p99": lat.get("p99")}
+            "ack_p50": lat.get("p50"), "ack_p99": lat.get("p99"), "seconds": r["seconds"],
+            "client_cpu_pct": r.get("client_cpu_pct")}
 
 
 def _consume_metrics(r: dict) -> dict:
-    return {"records_per_sec": r["records_per_sec"], "mb_per_sec": r["mb_per_sec"]}
+    return {"records_per_sec": r["records_per_sec"], "mb_per_sec": r["mb_per_sec"], "seconds": r["seconds"],
+            "client_cpu_pct": r.get("client_cpu_pct")}
 
 
 async def _idle_connections(port: int, n: int, hold: float) -> tuple[list, int, str | None]:
@@ -568,14 +588,15 @@ class Profiler:
             yield
             return
         exe = shutil.which("py-spy") or str(Path(PY).parent / "py-spy")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"{workload}.txt"
         cmd = [exe, "record", "--pid", str(b.proc.pid), "--rate", "200", "--format", "raw", "--nonblocking",
+               "--idle",
                "-o", str(path)]
         try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
             prof = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except OSError as exc:
-            print(f"  py-spy unavailable: {exc}", flush=True)
+            print(f"  no profile: {exc}", flush=True)
             yield
             return
         time.sleep(1.0)
@@ -598,7 +619,10 @@ class Profiler:
 
 
 def summarise_profile(path: Path, top: int = 25) -> str:
-    """Top frames by self and by inclusive samples from py-spy's raw (collapsed) output."""
+    """Top frames by self and by inclusive samples from py-spy's raw (collapsed) output.
+
+    Recorded with --idle, so percentages are of wall time: the event loop's own frame
+    (uvloop waiting in epoll, and its C socket work) shows as Runner.run self time."""
     self_c: dict[str, int] = {}
     incl: dict[str, int] = {}
     total = 0
@@ -655,9 +679,13 @@ def _session(kind: BrokerKind, workdir: Path, round_no: int, wanted: list[str], 
                 t0 = time.perf_counter()
                 try:
                     b.check_alive()
+                    cpu0 = b.cpu_s()
                     with profiler.around(b, w, round_no == 0):
                         vals = _run_one(w, b, sizes, produced)
                     b.check_alive()
+                    if w in THROUGHPUT and vals.get("seconds"):
+                        # broker CPU over the whole client run (set-up included): 100% = one core
+                        vals["broker_cpu_pct"] = 100 * (b.cpu_s() - cpu0) / (time.perf_counter() - t0)
                     oc = Outcome(values=vals)
                     if "startup_error" in vals:
                         oc.error = vals["startup_error"]
@@ -690,25 +718,26 @@ def _run_one(w: str, b: Running, sizes: Sizes, produced: dict) -> dict:
         produced["100B"] = sizes.n100
         return _produce_metrics(r)
     if w == "consume-100B":
-        return _consume_metrics(_consume(bs, "bench-100B", produced.get("100B", sizes.n100), t))
+        return _consume(bs, "bench-100B", produced.get("100B", sizes.n100), 100, t)
     if w == "produce-1KiB":
         r = run_perf("produce", bs, "bench-1KiB", sizes.n1k, 1024, 1, "1", "none", t)
         produced["1KiB"] = sizes.n1k
         return _produce_metrics(r)
     if w == "consume-1KiB":
-        return _consume_metrics(_consume(bs, "bench-1KiB", produced.get("1KiB", sizes.n1k), t))
+        return _consume(bs, "bench-1KiB", produced.get("1KiB", sizes.n1k), 1024, t)
     if w == "produce-8p-lz4-all":
         r = run_perf("produce", bs, "bench-8p-lz4", sizes.n8, 100, 8, "all", "lz4", t)
         produced["8p"] = sizes.n8
         return _produce_metrics(r)
     if w == "consume-8p-lz4":
-        return _consume_metrics(_consume(bs, "bench-8p-lz4", produced.get("8p", sizes.n8), t))
+        return _consume(bs, "bench-8p-lz4", produced.get("8p", sizes.n8), 100, t)
     if w == "e2e-10k":
         n = int(sizes.e2e_rate * sizes.e2e_seconds)
         r = run_perf("e2e", bs, "bench-e2e", n, 100, 1, "1", "none", t, ["--throughput", str(sizes.e2e_rate)])
         e = r["e2e_latency_ms"]
         return {"e2e_p50": e["p50"], "e2e_p99": e["p99"], "e2e_p999": e["p999"],
-                "ack_p99": r["ack_latency_ms"]["p99"], "records_per_sec": r["records_per_sec"]}
+                "ack_p99": r["ack_latency_ms"]["p99"], "records_per_sec": r["records_per_sec"],
+                "seconds": r["seconds"]}
     if w == "idle-conns":
         return idle_conns_workload(b, sizes)
     if w == "partitions":
@@ -716,8 +745,16 @@ def _run_one(w: str, b: Running, sizes: Sizes, produced: dict) -> dict:
     raise ValueError(f"unknown workload {w}")
 
 
-def _consume(bs: str, topic: str, n: int, t: float) -> dict:
-    return run_perf("consume", bs, topic, n, 100, 1, "1", "none", t)
+def _consume(bs: str, topic: str, n: int, size: int, t: float) -> dict:
+    """librdkafka consumer, then the wire-level one (what the broker can serve)."""
+    r = _consume_metrics(run_perf("consume", bs, topic, n, size, 1, "1", "none", t))
+    try:
+        wr = run_perf("consume", bs, topic, n, size, 1, "1", "none", t, ["--client", "wire"])
+        r.update({"wire_records_per_sec": wr["records_per_sec"], "wire_mb_per_sec": wr["mb_per_sec"],
+                  "wire_client_cpu_pct": wr.get("client_cpu_pct")})
+    except WorkloadFailed as exc:
+        r["wire_error"] = str(exc)
+    return r
 
 
 def _fmt(v) -> str:
@@ -761,7 +798,8 @@ def build_table(results: dict[str, list[dict[str, Outcome]]], brokers: list[str]
             outs = [r.get(w) for r in results.get(bname, []) if r.get(w) is not None]
             vals = [o.values[key] for o in outs if o.values.get(key) is not None and
                     (o.error is None or key not in ("startup_s",))]
-            errs = [o.error for o in outs if o.error and o.values.get(key) is None]
+            errs = [e for e in ((o.values.get("wire_error") if key.startswith("wire_") else None) or o.error
+                                for o in outs if o.values.get(key) is None) if e]
             if vals:
                 med[bname] = statistics.median(vals)
                 cell = _fmt(med[bname])
@@ -859,6 +897,7 @@ def main(argv: list[str] | None = None) -> int:
                         {w.strip() for w in args.profile_workloads.split(",")})
     results: dict[str, list[dict[str, Outcome]]] = {b: [] for b in brokers}
     t_all = time.perf_counter()
+    load0 = os.getloadavg()[0]
     try:
         for r in range(args.rounds):
             order = brokers[r % len(brokers):] + brokers[:r % len(brokers)]
@@ -877,14 +916,18 @@ def main(argv: list[str] | None = None) -> int:
     commit = _git("rev-parse", "--short", "HEAD")
     dirty = " (+ uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
     header = (f"## {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — commit {commit}{dirty}\n\n"
-              f"- machine: {machine()}\n"
+              f"- machine: {machine()}; load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end "
+              f"(other work on the machine skews results)\n"
               f"- brokers: {versions}" + (f" (skipped: {'; '.join(skipped)})" if skipped else "") + "\n"
               f"- {done} round(s), median per metric; scale {args.scale}{' (quick)' if args.quick else ''}; "
               f"records: 100 B x {sizes.n100:,}, 1 KiB x {sizes.n1k:,}, 8p lz4 100 B x {sizes.n8:,}; "
               f"e2e {sizes.e2e_rate:,}/s for {sizes.e2e_seconds:g} s; {sizes.idle_conns} idle connections; "
               f"partitions {sizes.partition_layout}; run took {elapsed / 60:.1f} min\n"
               f"- client: `krait perf` (confluent-kafka {_ck_version()}), one client process at a time, "
-              f"same machine; MB = 2^20 bytes of record values; ↑ higher is better, ↓ lower is better\n")
+              f"same machine; MB = 2^20 bytes of record values; ↑ higher is better, ↓ lower is better; "
+              f"\"wire client\": `krait perf consume --client wire`, a Fetch v4 loop counting records from batch "
+              f"headers (the Python librdkafka consumer itself tops out near 0.8-0.9 M records/s here); "
+              f"CPU % = share of one core over the whole client run\n")
     text = header + "\n" + table + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
     print("\n" + text, flush=True)
     if args.json_out:
