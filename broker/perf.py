@@ -463,8 +463,9 @@ def _wire_partitions(w: _Wire, topic: str) -> list[int]:
         parts = []
         for _ in range(r.i32()):
             _e, idx, _leader = r.i16(), r.i32(), r.i32()
-            r.pos += 4 * r.i32()
-            r.pos += 4 * r.i32()
+            for _list in range(2):  # replicas, isr
+                k = r.i32()
+                r.pos += 4 * k
             parts.append(idx)
         if name == topic:
             if err:
@@ -695,7 +696,7 @@ def _fmt_lat(name: str, p: dict) -> str:
 
 
 def format_result(res: dict) -> str:
-    mode = res.get("mode")
+    mode = res.get("mode") if "seconds" in res or "e2e_latency_ms" in res else None
     lines = []
     if mode == "produce":
         lines.append(f"{res['records']} records sent in {res['seconds']:.3f} s, "

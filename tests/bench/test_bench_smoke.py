@@ -37,6 +37,11 @@ def test_perf_produce_then_consume(broker):
     assert res["records"] == 2000 and res["partitions"] == 2 and not res.get("error")
     assert res["records_per_sec"] > 0 and res["bytes"] == 2000 * 100
 
+    out = _krait_perf("consume", *common, "--client", "wire", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["records"] == 2000 and res["partitions"] == 2 and res["wire_bytes"] > 2000 * 100
+
 
 def test_perf_e2e(broker):
     out = _krait_perf("e2e", "--bootstrap-server", broker.bootstrap, "--topic", "bench-smoke-e2e",
