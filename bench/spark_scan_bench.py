@@ -112,60 +112,124 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def broker_hook(log_dir: str, records: int, runs: int) -> str:
-    """(b): consume the same records through `krait serve` with confluent-kafka."""
+def start_broker(log_dir: str) -> tuple[subprocess.Popen, str] | str:
+    """`krait serve` on a free port, or the reason it is unavailable."""
     try:
         import confluent_kafka  # noqa: F401
 
         import broker  # noqa: F401
     except ImportError as exc:
         return f"skipped ({exc})"
-    krait = os.path.join(os.path.dirname(sys.executable), "krait")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([krait, "serve", "--log-dirs", log_dir, "--port", str(port)],
+    krait = os.path.join(os.path.dirname(sys.executable), "krait")
+    proc = subprocess.Popen([krait, "serve", "--override", f"log.dirs={log_dir}",
+                             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.time() + 15
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                return f"skipped (krait serve exited: {proc.stderr.read().decode(errors='replace')[-300:]!r})"
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return f"skipped (krait serve exited: {proc.stderr.read().decode(errors='replace')[-300:]!r})"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGTERM)
+    return "skipped (krait serve did not listen within 20 s)"
+
+
+def produce(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """Produce ``records`` 100-byte values (null keys, no compression); returns seconds."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 16384, "acks": 1,
+                  "queue.buffering.max.messages": 1_000_000})
+    t = time.perf_counter()
+    for i in range(records):
+        while True:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                p.produce(topic, value=VALUE, partition=i % partitions)
                 break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            return "skipped (krait serve did not listen within 15 s)"
-        from confluent_kafka import Consumer, TopicPartition
+            except BufferError:
+                p.poll(0.05)
+    p.flush(120)
+    return time.perf_counter() - t
 
-        def consume() -> int:
-            c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": f"bench-{time.time()}",
-                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-            md = c.list_topics("bench", timeout=10)
-            c.assign([TopicPartition("bench", p, 0) for p in md.topics["bench"].partitions])
-            got = 0
+
+def consume(bootstrap: str, topic: str, partitions: int, records: int) -> tuple[int, float]:
+    """Read every record from offset 0 with confluent-kafka; returns (records, seconds)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    t = time.perf_counter()
+    idle = time.time()
+    while got < records and time.time() - idle < 15:
+        msgs = c.consume(100000, timeout=1.0)
+        if msgs:
             idle = time.time()
-            while got < records and time.time() - idle < 10:
-                msgs = c.consume(10000, timeout=1.0)
-                if msgs:
-                    idle = time.time()
-                    got += sum(1 for m in msgs if m.error() is None)
-            c.close()
-            return got
+            got += len(msgs)
+    dt = time.perf_counter() - t
+    c.close()
+    return got, dt
 
-        rates = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            got = consume()
-            rates.append(got / (time.perf_counter() - t))
-            if got < records:
-                return f"incomplete: consumed {got} of {records} records"
-        return f"{statistics.median(rates) / 1e6:.2f} M records/s"
+
+def broker_compare(args: argparse.Namespace, synthetic_rate: float) -> None:
+    """(b): the same records produced through `krait serve`; Spark scans the broker's own
+    log dir and confluent-kafka consumes them from the broker, runs interleaved."""
+    log_dir = tempfile.mkdtemp(prefix="krait-scan-bench-broker-")
+    started = start_broker(log_dir)
+    if isinstance(started, str):
+        print(f"(b) broker + confluent-kafka: {started}")
+        shutil.rmtree(log_dir, ignore_errors=True)
+        return
+    proc, bootstrap = started
+    try:
+        n = args.broker_records or args.records
+        secs = produce(bootstrap, "bench", args.partitions, n)
+        print(f"(b) produced {n:,} records through the broker in {secs:.1f} s ({n / secs / 1e6:.2f} M/s)")
+        from pyspark.sql import SparkSession
+
+        from spark_jobs.datasource import register
+
+        spark = (SparkSession.builder.master("local[2]").appName("spark_scan_bench")
+                 .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        # the broker keeps running: read up to the last whole batch (its HW checkpoint lags)
+        df = spark.read.format("kafka-segments").option("log.dirs", log_dir).option("subscribe", "bench") \
+            .option("highWatermark", "ignore").option("minPartitions", "4").load()
+        assert df.count() == n, "the broker's log holds a different number of records"
+        scans, cons = [], []
+        for _ in range(args.runs):
+            scans.append(timed(lambda: df.write.format("noop").mode("overwrite").save()))
+            got, dt = consume(bootstrap, "bench", args.partitions, n)
+            if got < n:
+                print(f"(b) consumer got only {got:,} of {n:,} records")
+                return
+            cons.append(dt)
+        spark.stop()
+        scan_rate = n / statistics.median(scans)
+        cons_rate = n / statistics.median(cons)
+        print(f"(b) kafka-segments scan of the broker's log dir: {scan_rate / 1e6:.2f} M records/s "
+              f"(runs: {', '.join(f'{x:.2f}s' for x in scans)})")
+        print(f"(b) confluent-kafka consume through the broker: {cons_rate / 1e6:.2f} M records/s "
+              f"(runs: {', '.join(f'{x:.2f}s' for x in cons)}); ratio scan/consume {scan_rate / cons_rate:.2f}")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def main() -> None:
@@ -176,6 +240,7 @@ def main() -> None:
     ap.add_argument("--compression", type=int, default=0, help="codec id for the batches (0 = none)")
     ap.add_argument("--keep", help="write the log dir here and keep it")
     ap.add_argument("--skip-broker", action="store_true")
+    ap.add_argument("--broker-records", type=int, help="records for (b) (default: --records)")
     args = ap.parse_args()
 
     log_dir = args.keep or tempfile.mkdtemp(prefix="krait-scan-bench-")
@@ -201,28 +266,36 @@ def main() -> None:
             .option("minPartitions", "4").load()
         tasks = df.rdd.getNumPartitions()
         assert df.count() == n, "scan count mismatch"
-        scan = [timed(lambda: df.write.format("noop").mode("overwrite").save()) for _ in range(args.runs)]
-        scan_rate = n / statistics.median(scan)
-
         ceiling_df = spark.read.format("arrow-ceiling").option("tasks", str(tasks)) \
-            .option("rows_per_task", str(n // tasks)).option("batch_rows", "150000").load()
-        ceil = [timed(lambda: ceiling_df.write.format("noop").mode("overwrite").save()) for _ in range(args.runs)]
-        ceil_rate = (n // tasks * tasks) / statistics.median(ceil)
+            .option("rows_per_task", str(n // tasks)).option("batch_rows", "40000").load()
+        n_ceil = n // tasks * tasks
+        # interleaved, so both see the same machine load; noop = every column of every row
+        # materialised in the JVM, count = rows only (Spark still receives every column)
+        times: dict[str, list[float]] = {"scan": [], "ceil": [], "scan_count": [], "ceil_count": []}
+        for _ in range(args.runs):
+            times["scan"].append(timed(lambda: df.write.format("noop").mode("overwrite").save()))
+            times["ceil"].append(timed(lambda: ceiling_df.write.format("noop").mode("overwrite").save()))
+            times["scan_count"].append(timed(df.count))
+            times["ceil_count"].append(timed(ceiling_df.count))
         spark.stop()
+        med = {k: statistics.median(v) for k, v in times.items()}
+        scan_rate, ceil_rate = n / med["scan"], n_ceil / med["ceil"]
 
-        print(f"kafka-segments full scan, local[2], {tasks} tasks: {scan_rate / 1e6:.2f} M records/s "
-              f"(runs: {', '.join(f'{x:.2f}s' for x in scan)})")
-        print(f"(a) Arrow ceiling (prebuilt batches): {ceil_rate / 1e6:.2f} M records/s "
-              f"(runs: {', '.join(f'{x:.2f}s' for x in ceil)}); ratio {scan_rate / ceil_rate:.2f}")
+        def runs(k: str) -> str:
+            return ", ".join(f"{x:.2f}s" for x in times[k])
+
+        print(f"load average during the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+        print(f"kafka-segments full scan (noop write), local[2], {tasks} tasks: {scan_rate / 1e6:.2f} M records/s "
+              f"(runs: {runs('scan')})")
+        print(f"(a) Arrow ceiling (prebuilt batches), same: {ceil_rate / 1e6:.2f} M records/s (runs: {runs('ceil')}); "
+              f"ratio {scan_rate / ceil_rate:.2f}")
+        print(f"kafka-segments count(): {n / med['scan_count'] / 1e6:.2f} M records/s (runs: {runs('scan_count')}); "
+              f"Arrow ceiling count(): {n_ceil / med['ceil_count'] / 1e6:.2f} M records/s "
+              f"(runs: {runs('ceil_count')}); ratio {med['ceil_count'] / med['scan_count'] * n / n_ceil:.2f}")
         if args.skip_broker:
             print("(b) broker + confluent-kafka: skipped (--skip-broker)")
         else:
-            res = broker_hook(log_dir, n, args.runs)
-            try:
-                ratio = f"; ratio {scan_rate / (float(res.split()[0]) * 1e6):.2f}"
-            except ValueError:
-                ratio = ""
-            print(f"(b) broker + confluent-kafka consume: {res}{ratio}")
+            broker_compare(args, scan_rate)
     finally:
         if not args.keep:
             shutil.rmtree(log_dir, ignore_errors=True)
