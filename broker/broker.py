@@ -18,6 +18,7 @@ from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, UnsupportedVersionError
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.manager import LogManager
 
 from .config import BrokerConfig, new_cluster_id
@@ -58,8 +59,8 @@ class Broker:
         self._pid_limit = 0
         self.started_at = 0.0
         self.default_topic_props = config.topic_defaults()
-        #: Metadata responses for "all topics", per version, valid for one registry version
-        self.metadata_cache: dict[int, tuple[int, Any]] = {}
+        #: encoded Metadata bodies by (version, requested topics), for one registry version
+        self.metadata_cache: dict[Any, Any] = {}
 
     # --- lifecycle ------------------------------------------------------------------------
     def open_storage(self) -> None:
@@ -197,8 +198,15 @@ class Broker:
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
         info = self.registry.add(name, partitions, configs)
-        for p in range(partitions):
-            self.logs.create(name, p, cfg, info.topic_id)
+        try:
+            for p in range(partitions):
+                self.logs.create(name, p, cfg, info.topic_id)
+        except (OSError, StorageError) as exc:
+            # all or nothing: a half-created topic would be listed with missing partitions
+            log.error("creating topic %s failed, rolling back: %s", name, exc)
+            self.registry.remove(name)
+            self.logs.delete_topic(name)
+            raise TopicError(ErrorCode.kafka_storage_error, f"Cannot create topic {name}: {exc}") from None
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
         return info
 

@@ -44,6 +44,19 @@ async def _serve(config: BrokerConfig) -> int:
     return 0
 
 
+def _raise_open_files_limit() -> None:
+    """Every partition keeps its active segment and two index maps open; like Kafka's
+    packaging advice, take the hard limit on open files rather than the shell's default."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def serve(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="krait serve", description="Run the Krait broker.")
     p.add_argument("properties", nargs="?", help="server.properties file (Kafka's keys)")
@@ -57,15 +70,18 @@ def serve(argv: list[str]) -> int:
     except (ConfigError, ValueError, OSError) as exc:
         print(f"krait: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    _raise_open_files_limit()
     try:
         import uvloop
 
         runner = uvloop.run
     except ImportError:  # uvloop is optional on platforms without it
         runner = asyncio.run
+    from storage.manager import LogDirLockedError
+
     try:
         return runner(_serve(config))
-    except OSError as exc:
+    except (OSError, LogDirLockedError) as exc:
         print(f"krait: cannot start: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:

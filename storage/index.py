@@ -33,7 +33,7 @@ class _Index:
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = -1
+        self._file_size = 0  # size of the file when it was mapped
         self._mm: mmap.mmap | None = None
         self._entries = -1  # -1: not opened yet
         self._capacity = 0  # entries the current mapping can hold
@@ -47,31 +47,37 @@ class _Index:
 
     def _open_readonly(self) -> None:
         # No O_CREAT: a missing index must surface (the segment rebuilds it), and tools
-        # such as dump-log must not create files. RDWR when allowed, for truncation.
+        # such as dump-log must not create files. The descriptor is closed once mapped
+        # (mmap keeps its own): thousands of partitions must not cost 2 fds per index.
+        fd = os.open(self.path, os.O_RDONLY)
         try:
-            self._fd = os.open(self.path, os.O_RDWR)
-        except PermissionError:
-            self._fd = os.open(self.path, os.O_RDONLY)
-        size = os.fstat(self._fd).st_size
+            size = os.fstat(fd).st_size
+            self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+        finally:
+            os.close(fd)
+        self._file_size = size
         self._entries = size // self.entry_size
         self._capacity = self._entries
-        self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else None
         self.writable = False
 
     def open_writable(self, max_index_size: int) -> None:
         """Map for appending: preallocate to ``max_index_size`` (whole entries) and find
         the true entry count of a possibly zero-padded file."""
         self.close()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size
-        n = size // self.entry_size
-        if n:
-            mm = mmap.mmap(self._fd, n * self.entry_size, access=mmap.ACCESS_READ)
-            n = _valid_prefix(mm, n, self.entry_size)
-            mm.close()
-        cap = max(max_index_size // self.entry_size, n, 1)
-        os.ftruncate(self._fd, cap * self.entry_size)
-        self._mm = mmap.mmap(self._fd, cap * self.entry_size, access=mmap.ACCESS_WRITE)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            n = size // self.entry_size
+            if n:
+                mm = mmap.mmap(fd, n * self.entry_size, access=mmap.ACCESS_READ)
+                n = _valid_prefix(mm, n, self.entry_size)
+                mm.close()
+            cap = max(max_index_size // self.entry_size, n, 1)
+            os.ftruncate(fd, cap * self.entry_size)
+            self._mm = mmap.mmap(fd, cap * self.entry_size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        self._file_size = cap * self.entry_size
         self._entries = n
         self._capacity = cap
         self.writable = True
@@ -84,9 +90,7 @@ class _Index:
             self._mm.flush()
         n = self._entries
         self._close_map()
-        os.ftruncate(self._fd, n * self.entry_size)
-        os.close(self._fd)
-        self._fd = -1
+        os.truncate(self.path, n * self.entry_size)
         self._entries = -1
         self.writable = False
 
@@ -104,9 +108,6 @@ class _Index:
             self.trim_to_valid_size()
             return
         self._close_map()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
         self._entries = -1
 
     def rename(self, new_path: str) -> None:
@@ -187,9 +188,7 @@ class _Index:
         if not self.writable:
             # A closed segment truncated (follower truncation): shrink the file too.
             self._close_map()
-            os.ftruncate(self._fd, self._entries * self.entry_size)
-            os.close(self._fd)
-            self._fd = -1
+            os.truncate(self.path, self._entries * self.entry_size)
             self._entries = -1
 
     def _relative(self, offset: int) -> int:
@@ -279,7 +278,7 @@ class OffsetIndex(_Index):
     def sanity_check(self) -> None:
         """Kafka's OffsetIndex.sanityCheck, plus monotonic first/last entries."""
         self._ensure()
-        if self._fd >= 0 and not self.writable and os.fstat(self._fd).st_size % 8:
+        if not self.writable and self._file_size % 8:
             raise CorruptIndexError(f"{self.path}: size is not a multiple of 8")
         n = self._entries
         if n:
@@ -344,7 +343,7 @@ class TimeIndex(_Index):
 
     def sanity_check(self) -> None:
         self._ensure()
-        if self._fd >= 0 and not self.writable and os.fstat(self._fd).st_size % 12:
+        if not self.writable and self._file_size % 12:
             raise CorruptIndexError(f"{self.path}: size is not a multiple of 12")
         n = self._entries
         if n:

@@ -18,6 +18,7 @@ The broker drives the timers (all synchronous, bounded work):
 from __future__ import annotations
 
 import base64
+import fcntl
 import logging
 import os
 import shutil
@@ -63,6 +64,10 @@ def read_partition_metadata(directory: str) -> uuid.UUID | None:
         return None
 
 
+class LogDirLockedError(RuntimeError):
+    """Another process holds the log dir's .lock."""
+
+
 class LogManager:
     """Owns all PartitionLogs. Not thread-safe; call from one thread (the event loop)."""
 
@@ -79,6 +84,7 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self.had_clean_shutdown: dict[str, bool] = {}
+        self._locks: list[int] = []
 
     # --- loading -------------------------------------------------------------------
 
@@ -95,6 +101,7 @@ class LogManager:
             self._topic_configs.update(topic_configs)
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
+            self._lock(log_dir)
             marker = os.path.join(log_dir, ck.CLEAN_SHUTDOWN)
             clean = os.path.exists(marker)
             self.had_clean_shutdown[log_dir] = clean
@@ -136,6 +143,24 @@ class LogManager:
                 ck.fsync_dir(log_dir)
             except FileNotFoundError:
                 pass
+
+    def _lock(self, log_dir: str) -> None:
+        """Kafka's `.lock`: two brokers writing one log dir would corrupt it, so the
+        second one must refuse to start."""
+        fd = os.open(os.path.join(log_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"Failed to acquire lock on file .lock in {log_dir}. A Kafka instance in another process or "
+                f"thread is using this directory.") from None
+        self._locks.append(fd)
+
+    def _unlock(self) -> None:
+        for fd in self._locks:
+            os.close(fd)  # closing releases the flock
+        self._locks.clear()
 
     # --- partitions ----------------------------------------------------------------
 
@@ -295,3 +320,4 @@ class LogManager:
                 ck.fsync_dir(log_dir)
         self._logs.clear()
         self._dir_of.clear()
+        self._unlock()

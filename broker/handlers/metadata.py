@@ -4,7 +4,9 @@ the request and auto.create.topics.enable allow it."""
 
 from __future__ import annotations
 
-from protocol import apis
+import struct
+
+from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
@@ -32,20 +34,41 @@ def _topic_entry(broker, info) -> dict:
 
 @handles(ApiKey.METADATA)
 def metadata(broker, ctx, req):
+    """Metadata bodies are cached, encoded, per (version, requested topics) until the topic
+    registry changes: clients ask the same question every few seconds, and encoding
+    thousands of partitions costs tens of milliseconds."""
     version = ctx.version
+    reg = broker.registry
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    key = (version, None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
+    cache = broker.metadata_cache
+    if cache.get("registry_version") != reg.version:
+        cache.clear()
+        cache["registry_version"] = reg.version
+    body = cache.get(key)
+    if body is None:
+        resp, cacheable = _build(broker, req, version, all_topics)
+        body = framing.encode_body(resp)
+        # a reply with errors (unknown topics) may change without the registry changing
+        if cacheable and reg.version == cache["registry_version"]:
+            if len(cache) > 256:
+                cache.clear()
+                cache["registry_version"] = reg.version
+            cache[key] = body
+    header = framing.response_header_bytes(ApiKey.METADATA, version, ctx.header.correlation_id)
+    return [struct.pack(">i", len(header) + len(body)), header, body]
+
+
+def _build(broker, req, version: int, all_topics: bool):
     rtype = apis.response_type(ApiKey.METADATA, version)
     reg = broker.registry
-    if req.topics is None or (version == 0 and not req.topics):
-        cached = broker.metadata_cache.get(version)
-        if cached is not None and cached[0] == reg.version:
-            return cached[1]
+    if all_topics:
         topics = [_topic_entry(broker, info) for info in reg.topics.values()]
-        resp = make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                    controller_id=broker.node_id, topics=topics)
-        broker.metadata_cache[version] = (reg.version, resp)
-        return resp
+        return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+                    controller_id=broker.node_id, topics=topics), True
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
+    cacheable = True
     for t in req.topics:
         name = t.name
         info = None
@@ -53,10 +76,12 @@ def metadata(broker, ctx, req):
             info = reg.by_id.get(t.topic_id)
             if info is None:
                 topics.append(dict(error_code=ErrorCode.unknown_topic_id, name=None, topic_id=t.topic_id))
+                cacheable = False
                 continue
         else:
             info = reg.get(name)
         if info is None:
+            cacheable = False
             if topic_name_error(name):
                 topics.append(dict(error_code=ErrorCode.invalid_topic_exception, name=name, partitions=[]))
                 continue
@@ -67,4 +92,4 @@ def metadata(broker, ctx, req):
                 continue
         topics.append(_topic_entry(broker, info))
     return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                controller_id=broker.node_id, topics=topics)
+                controller_id=broker.node_id, topics=topics), cacheable

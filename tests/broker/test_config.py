@@ -51,3 +51,11 @@ def test_serve_refuses_invalid_config_and_warns_unknown(tmp_path):
                           "listeners=nonsense"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "no.such.key" in out.stderr and "isn't a known config" in out.stderr
+
+
+def test_second_broker_on_same_log_dir_refuses_to_start(broker):
+    out = subprocess.run([sys.executable, "-m", "broker", "--override", f"log.dirs={broker.log_dir}",
+                          "--override", "listeners=PLAINTEXT://127.0.0.1:0"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1
+    assert "lock" in out.stderr and broker.log_dir in out.stderr

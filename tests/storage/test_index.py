@@ -68,7 +68,6 @@ def test_zero_filled_tail_is_not_entries(tmp_path):
     idx.flush()
     # Simulate a crash: the preallocated file is never trimmed.
     idx._close_map()
-    os.close(idx._fd)
     assert os.path.getsize(p) == 8000
     again = OffsetIndex(p, 0)
     again.open_writable(8000)

@@ -61,6 +61,7 @@ def test_unclean_restart_recovers(tmp_path):
         seg.offset_index.flush()
     with open(pl.active_segment.log_path, "ab") as f:
         f.write(b"\x00garbage-tail")
+    m._unlock()  # what the kernel does for a crashed process
     m2 = LogManager([str(tmp_path)], LogConfig())
     m2.load()
     assert not m2.had_clean_shutdown[str(tmp_path)]
@@ -128,3 +129,20 @@ def test_config_from_props():
         with pytest.raises(ValueError, match=msg):
             LogConfig.from_props(props)
     assert LogConfig.from_props({"bogus": "1"}, strict=False) == LogConfig()
+
+
+def test_second_manager_on_same_dir_is_refused(tmp_path):
+    import pytest
+
+    from storage.config import LogConfig
+    from storage.manager import LogDirLockedError, LogManager
+
+    a = LogManager([str(tmp_path)], LogConfig())
+    a.load()
+    b = LogManager([str(tmp_path)], LogConfig())
+    with pytest.raises(LogDirLockedError, match="lock"):
+        b.load()
+    a.shutdown()
+    c = LogManager([str(tmp_path)], LogConfig())
+    c.load()  # released at shutdown
+    c.shutdown()
