@@ -34,6 +34,7 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self._file_size = 0  # size of the file when it was mapped
+        self._dirty = False  # entries written since the last msync
         self._mm: mmap.mmap | None = None
         self._entries = -1  # -1: not opened yet
         self._capacity = 0  # entries the current mapping can hold
@@ -86,8 +87,7 @@ class _Index:
         """Drop the preallocated tail and switch back to a read-only mapping."""
         if self._entries < 0:
             return
-        if self.writable and self._mm is not None:
-            self._mm.flush()
+        self.flush()
         n = self._entries
         self._close_map()
         os.truncate(self.path, n * self.entry_size)
@@ -100,8 +100,10 @@ class _Index:
             self._mm = None
 
     def flush(self) -> None:
-        if self.writable and self._mm is not None:
+        # msync of a 10 MiB map costs milliseconds even when clean: only when written
+        if self.writable and self._mm is not None and self._dirty:
             self._mm.flush()
+            self._dirty = False
 
     def close(self) -> None:
         if self.writable:
@@ -181,6 +183,7 @@ class _Index:
         assert self._mm is not None
         self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *fields)
         self._entries += 1
+        self._dirty = True
 
     def _truncate_entries(self, n: int) -> None:
         self._ensure()
