@@ -40,7 +40,8 @@ def test_perf_produce_then_consume(broker):
     out = _krait_perf("consume", *common, "--client", "wire", "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["records"] == 2000 and res["partitions"] == 2 and res["wire_bytes"] > 2000 * 100
+    # whole batches: may count past --num-records (the producer also sends one warm-up record)
+    assert res["records"] >= 2000 and res["partitions"] == 2 and res["wire_bytes"] > 2000 * 100
 
 
 def test_perf_e2e(broker):
