@@ -29,7 +29,7 @@ if not __package__:  # run as a script (spark-submit spark_jobs/consumer_lag.py)
 
 import pyarrow as pa
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, write_json
+from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, time_axis, write_json
 
 COMMITS_SCHEMA = ("group string, topic string, partition int, committed long, metadata string, "
                   "commit_ts long, log_offset long, log_ts long, tombstone boolean")
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_ylabel("lag")
     if series:
         ax.legend(loc="best", fontsize="small")
-    fig.autofmt_xdate()
+    time_axis(ax)
     fig.tight_layout()
     fig.savefig(os.path.join(args.output, "consumer_lag.png"), dpi=110)
 

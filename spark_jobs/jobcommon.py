@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrameReader, SparkSession
 
-__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table"]
+__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table", "time_axis"]
 
 
 def log(msg: str) -> None:
@@ -125,3 +125,11 @@ def print_table(rows: list[dict], columns: list[str]) -> None:
     print("  ".join(c.ljust(widths[c]) for c in columns))
     for r in rows:
         print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+
+
+def time_axis(ax: Any) -> None:
+    """Readable UTC date-time ticks on a matplotlib x axis."""
+    import matplotlib.dates as mdates
+
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=mdates.UTC))
+    ax.figure.autofmt_xdate()

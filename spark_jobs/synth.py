@@ -12,12 +12,17 @@ segment. Batches are built with ``protocol.records.build_batch``.
 from __future__ import annotations
 
 import os
+import random
 import struct
+import sys
 from collections.abc import Iterable
 
+from protocol.compression import Codec
 from protocol.records import build_batch, parse_header
 
-__all__ = ["PartitionWriter", "write_checkpoint", "partition_dir"]
+__all__ = ["PartitionWriter", "write_checkpoint", "partition_dir", "write_demo_log_dir"]
+
+T0 = 1_700_000_000_000  # ms: 2023-11-14T22:13:20Z
 
 
 def partition_dir(log_dir: str, topic: str, partition: int) -> str:
@@ -121,3 +126,59 @@ class PartitionWriter:
         its base offset."""
         batch = build_batch(records, base_offset=self.next_offset, **kwargs)
         return self.append_raw(batch)
+
+
+DEMO_PARTITIONS = 3
+DEMO_BATCHES = 120  # per partition, 10 records each, one batch every 3 s: 6 minutes
+DEMO_HOT_KEY = b"customer-42"
+
+
+def write_demo_log_dir(log_dir: str) -> dict:
+    """A demo log dir for the jobs (and their tests): ``orders`` (3 partitions, one hot key,
+    every codec, 6 minutes of data) and ``__consumer_offsets`` with group ``billing``'s
+    commits, a deleted group and an undecodable record; returns what the jobs should find."""
+    from coordinator.records import (
+        OffsetCommitValue,
+        encode_group_metadata_key,
+        encode_offset_commit_key,
+        encode_offset_commit_value,
+    )
+
+    rng = random.Random(5)
+    records = {}
+    for p in range(DEMO_PARTITIONS):
+        w = PartitionWriter(log_dir, "orders", p, segment_bytes=16000)
+        n = 0
+        for i in range(DEMO_BATCHES):
+            recs = [(DEMO_HOT_KEY if rng.random() < 0.3 else f"customer-{rng.randint(0, 99)}".encode(), b"x" * 50)
+                    for _ in range(10)]
+            w.append(recs, timestamp=T0 + 3000 * i, compression=Codec(i % 5))
+            n += len(recs)
+        w.close()
+        records[p] = n
+    w = PartitionWriter(log_dir, "__consumer_offsets", 12)
+    commits = {}
+    for i in range(0, DEMO_BATCHES, 5):
+        t = T0 + 3000 * i + 1500
+        recs = []
+        for p in range(DEMO_PARTITIONS):
+            committed = max(0, 10 * i - 40)
+            commits[p] = committed
+            recs.append((encode_offset_commit_key("billing", "orders", p),
+                         encode_offset_commit_value(OffsetCommitValue(committed, "", t))))
+        recs.append((encode_group_metadata_key("billing"), b"\x00\x03not-a-real-group-metadata"))
+        w.append(recs, timestamp=t)
+    # a group whose offsets were deleted (tombstone) and a record no codec knows
+    w.append([(encode_offset_commit_key("gone", "orders", 0), encode_offset_commit_value(OffsetCommitValue(3, "", T0)))],
+             timestamp=T0)
+    w.append([(encode_offset_commit_key("gone", "orders", 0), None)], timestamp=T0 + 1)
+    w.append([(b"\x7f\x7f garbage", b"garbage")], timestamp=T0 + 2)
+    w.close()
+    return {"records": records, "commits": commits}
+
+
+if __name__ == "__main__":
+    # python -m spark_jobs.synth DIR: a demo log dir to try the jobs on
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m spark_jobs.synth LOG_DIR")
+    print(write_demo_log_dir(sys.argv[1]))

@@ -17,7 +17,7 @@ import sys
 if not __package__:  # run as a script (spark-submit spark_jobs/topic_stats.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, write_json
+from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, time_axis, write_json
 
 
 def utc(ms: int) -> dt.datetime:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_ylabel("records")
     if series:
         ax.legend(loc="best", fontsize="small")
-    fig.autofmt_xdate()
+    time_axis(ax)
     fig.tight_layout()
     fig.savefig(os.path.join(args.output, "records_per_minute.png"), dpi=110)
 

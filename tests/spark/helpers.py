@@ -18,7 +18,11 @@ from typing import Any
 
 from protocol.compression import Codec
 from protocol.records import build_batch
+from spark_jobs.synth import DEMO_BATCHES as ORDERS_BATCHES
+from spark_jobs.synth import DEMO_HOT_KEY as HOT_KEY
+from spark_jobs.synth import DEMO_PARTITIONS as ORDERS_PARTITIONS
 from spark_jobs.synth import PartitionWriter
+from spark_jobs.synth import write_demo_log_dir as build_jobs_log_dir
 
 T0 = 1_700_000_000_000  # ms
 
@@ -119,49 +123,6 @@ def build_rich_log_dir(log_dir: str) -> list[dict]:
     return expected
 
 
-ORDERS_PARTITIONS = 3
-ORDERS_BATCHES = 120  # per partition, 10 records each, one batch every 3 s: 6 minutes
-HOT_KEY = b"customer-42"
 
-
-def build_jobs_log_dir(log_dir: str) -> dict:
-    """``orders`` (3 partitions, skewed keys, all codecs, 6 minutes of data) and
-    ``__consumer_offsets`` with a group's commits; returns what the jobs should find."""
-    from coordinator.records import (
-        OffsetCommitValue,
-        encode_group_metadata_key,
-        encode_offset_commit_key,
-        encode_offset_commit_value,
-    )
-
-    rng = random.Random(5)
-    records = {}
-    for p in range(ORDERS_PARTITIONS):
-        w = PartitionWriter(log_dir, "orders", p, segment_bytes=16000)
-        n = 0
-        for i in range(ORDERS_BATCHES):
-            recs = [(HOT_KEY if rng.random() < 0.3 else f"customer-{rng.randint(0, 99)}".encode(), b"x" * 50)
-                    for _ in range(10)]
-            w.append(recs, timestamp=T0 + 3000 * i, compression=Codec(i % 5))
-            n += len(recs)
-        w.close()
-        records[p] = n
-    w = PartitionWriter(log_dir, "__consumer_offsets", 12)
-    commits = {}
-    for i in range(0, ORDERS_BATCHES, 5):
-        t = T0 + 3000 * i + 1500
-        recs = []
-        for p in range(ORDERS_PARTITIONS):
-            committed = max(0, 10 * i - 40)
-            commits[p] = committed
-            recs.append((encode_offset_commit_key("billing", "orders", p),
-                         encode_offset_commit_value(OffsetCommitValue(committed, "", t))))
-        recs.append((encode_group_metadata_key("billing"), b"\x00\x03not-a-real-group-metadata"))
-        w.append(recs, timestamp=t)
-    # a group whose offsets were deleted (tombstone) and a record no codec knows
-    w.append([(encode_offset_commit_key("gone", "orders", 0), encode_offset_commit_value(OffsetCommitValue(3, "", T0)))],
-             timestamp=T0)
-    w.append([(encode_offset_commit_key("gone", "orders", 0), None)], timestamp=T0 + 1)
-    w.append([(b"\x7f\x7f garbage", b"garbage")], timestamp=T0 + 2)
-    w.close()
-    return {"records": records, "commits": commits}
+__all__ = ["ORDERS_BATCHES", "HOT_KEY", "ORDERS_PARTITIONS", "build_jobs_log_dir", "build_rich_log_dir", "df_rows",
+           "strip", "write_partition", "T0"]
