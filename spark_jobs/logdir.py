@@ -3,10 +3,10 @@
 This module knows Kafka's on-disk layout and nothing about Spark, so planning, reading and
 the tests/benchmarks share it. It deliberately does not import ``storage/``: the broker
 may be writing these files while we read them, so every access here is read-only and
-defensive. Index files are read through ``np.memmap`` (read-only, vectorised, and only
-the pages we touch are read, which matters for preallocated index files), index entries
-are treated as hints and checked against the batch header they point at, and the active
-segment is read only up to the last whole batch seen when the read was planned.
+defensive. Index files are read with pread into numpy arrays (vectorised lookups, and
+no mmap: see _read_index for why), index entries are treated as hints and checked against
+the batch header they point at, and the active segment is read only up to the last whole
+batch seen when the read was planned.
 
 Layout::
 
@@ -177,45 +177,65 @@ def list_partitions(log_dirs: list[str]) -> list[PartitionLog]:
 # --- indexes ----------------------------------------------------------------------------
 
 
-def _valid_prefix(first_col: np.ndarray, second_col: np.ndarray) -> int:
-    """Number of real entries: a preallocated index ends in zero entries; the first entry
-    may legitimately be (0, 0), so only entries after it count as the end marker. Real
-    entries have strictly increasing first columns, so the predicate is monotonic and a
-    binary search touches only O(log n) pages of a mostly-zero file."""
-    n = len(first_col)
-    if n <= 1:
-        return n
-    lo, hi = 1, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if first_col[mid] == 0 and second_col[mid] == 0:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _memmap(path: str, dtype: np.dtype) -> np.ndarray:
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return np.empty(0, dtype=dtype)
-    n = size // dtype.itemsize
-    if n == 0:
-        return np.empty(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
-
-
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
+_INDEX_CACHE: dict[tuple[str, int, int], np.ndarray] = {}
+
+
+def _read_index(path: str, dtype: np.dtype) -> np.ndarray:
+    """The real entries of an index file as a numpy structured array (big-endian fields).
+
+    Why pread and not mmap: the broker preallocates the active segment's indexes (10 MB of
+    zeros) and truncates them to their real size when the segment rolls. Touching a mapped
+    page past the new end would kill the Spark worker with SIGBUS; a pread past the end just
+    comes back short. The end of the real entries is found by binary search over single
+    entries (real entries have strictly increasing first fields, then zeros follow; the
+    first entry may legitimately be all zero), so a mostly-empty 10 MB index costs ~20
+    small reads plus one read of its real part. The result is cached per (size, mtime); a
+    stale entry (mmap writes may not bump mtime at once) only means fewer hints, never a
+    wrong one, since every entry is checked against the batch it points at.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return np.empty(0, dtype=dtype)
+    try:
+        st = os.fstat(fd)
+        key = (path, st.st_size, st.st_mtime_ns)
+        cached = _INDEX_CACHE.get(key)
+        if cached is not None:
+            return cached
+        width = dtype.itemsize
+        n = st.st_size // width
+
+        def is_zero(i: int) -> bool:
+            raw = os.pread(fd, width, i * width)
+            return len(raw) < width or not any(raw)
+
+        lo, hi = 1, n
+        while lo < hi:  # first i >= 1 whose entry is all zero (or missing)
+            mid = (lo + hi) // 2
+            if is_zero(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        count = min(lo, n)
+        data = os.pread(fd, count * width, 0) if count else b""
+        entries = np.frombuffer(data[: len(data) // width * width], dtype=dtype)
+        if len(_INDEX_CACHE) > 4096:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[key] = entries
+        return entries
+    finally:
+        os.close(fd)
 
 
 def read_offset_index(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
     """(absolute offsets, positions) of the .index entries, int64, trailing zeros dropped."""
-    raw = _memmap(seg.index_path, _OFFSET_ENTRY)
-    n = _valid_prefix(raw["rel"], raw["pos"]) if len(raw) else 0
-    rel = np.asarray(raw["rel"][:n], dtype=np.int64)
-    pos = np.asarray(raw["pos"][:n], dtype=np.int64)
+    raw = _read_index(seg.index_path, _OFFSET_ENTRY)
+    n = len(raw)
+    rel = raw["rel"].astype(np.int64)
+    pos = raw["pos"].astype(np.int64)
     # keep the strictly increasing prefix: a half-written entry must not mislead a lookup
     ok = np.ones(n, dtype=bool)
     if n > 1:
@@ -226,11 +246,8 @@ def read_offset_index(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
 
 def read_time_index(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
     """(timestamps ms, absolute offsets) of the .timeindex entries, trailing zeros dropped."""
-    raw = _memmap(seg.timeindex_path, _TIME_ENTRY)
-    n = _valid_prefix(raw["ts"], raw["rel"]) if len(raw) else 0
-    ts = np.asarray(raw["ts"][:n], dtype=np.int64)
-    rel = np.asarray(raw["rel"][:n], dtype=np.int64)
-    return ts, rel + seg.base_offset
+    raw = _read_index(seg.timeindex_path, _TIME_ENTRY)
+    return raw["ts"].astype(np.int64), raw["rel"].astype(np.int64) + seg.base_offset
 
 
 def _entry_checks(seg: Segment, offset: int, pos: int) -> bool:
