@@ -101,6 +101,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
     return to_arrow_schema(schema, timezone="UTC")
 
+
 EARLIEST, LATEST = -2, -1
 _MIN, _MAX = -(2**63), 2**63 - 1
 
@@ -144,7 +145,10 @@ def _pushdown_enabled() -> bool:
     its caller frame; when it is on, reader() is called from the pushdown worker. We
     look for that local and default to pushdown (the pushdown worker has no such local).
     """
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # called from a shallow stack: not Spark's planner
+        return True
     for _ in range(4):
         if frame is None:
             break
