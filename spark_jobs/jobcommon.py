@@ -49,7 +49,8 @@ def session(app: str, master: str | None = None) -> SparkSession:
 
     from .datasource import register
 
-    builder = SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC")
+    builder = (SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC")
+               .config("spark.log.level", os.environ.get("KRAIT_SPARK_LOG_LEVEL", "WARN")))
     if master:  # under spark-submit the master comes from its --master; plain python gets local[*]
         builder = builder.master(master)
     spark = builder.getOrCreate()
