@@ -382,6 +382,25 @@ def build_batch(
     return bytes(out)
 
 
+def rebuild_batch(h: BatchHeader, records: list[Record], codec: int | None = None) -> bytes:
+    """A batch holding ``records`` with everything else taken from header ``h``: offsets
+    (gaps kept), timestamps, producer id/epoch/sequence, transactional flag, leader epoch.
+    ``codec`` None keeps the batch's own. Compaction and re-compression both need this."""
+    return build_batch(
+        [(r.key, r.value, r.headers) for r in records],
+        base_offset=h.base_offset,
+        timestamp=[r.timestamp for r in records],
+        compression=h.compression if codec is None else codec,
+        log_append_time=h.is_log_append_time,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        transactional=h.is_transactional,
+        partition_leader_epoch=h.partition_leader_epoch,
+        offset_deltas=[r.offset - h.base_offset for r in records],
+    )
+
+
 def recompress(buf: bytes | bytearray | memoryview, headers: Iterable[BatchHeader], codec: int) -> bytearray:
     """Re-encode batches with another codec, keeping every record, timestamp, header and
     the producer id/epoch/sequence. Used only when a topic's compression.type asks for a
@@ -392,19 +411,6 @@ def recompress(buf: bytes | bytearray | memoryview, headers: Iterable[BatchHeade
         if h.compression == codec:
             out += memoryview(buf)[pos : pos + h.size]
         else:
-            recs = list(iter_records(buf, pos))
-            out += build_batch(
-                [(r.key, r.value, r.headers) for r in recs],
-                base_offset=h.base_offset,
-                timestamp=[r.timestamp for r in recs],
-                compression=codec,
-                log_append_time=h.is_log_append_time,
-                producer_id=h.producer_id,
-                producer_epoch=h.producer_epoch,
-                base_sequence=h.base_sequence,
-                transactional=h.is_transactional,
-                partition_leader_epoch=h.partition_leader_epoch,
-                offset_deltas=[r.offset - h.base_offset for r in recs],
-            )
+            out += rebuild_batch(h, list(iter_records(buf, pos)), codec)
         pos += h.size
     return out

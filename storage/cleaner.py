@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import CorruptRecordError
-from protocol.records import build_batch, iter_records, parse_header
+from protocol.records import iter_records, parse_header, rebuild_batch
 
 from .checkpoints import fsync_dir
 from .log import PartitionLog
@@ -170,19 +170,7 @@ def _clean_group(plog: PartitionLog, group: list[LogSegment], offset_map: dict[b
             if len(kept) == total:
                 out = bytes(view)
             else:
-                out = build_batch(
-                    [(r.key, r.value, r.headers) for r in kept],
-                    base_offset=h.base_offset,
-                    timestamp=[r.timestamp for r in kept],
-                    compression=h.compression,
-                    log_append_time=h.is_log_append_time,
-                    producer_id=h.producer_id,
-                    producer_epoch=h.producer_epoch,
-                    base_sequence=h.base_sequence,
-                    transactional=h.is_transactional,
-                    partition_leader_epoch=h.partition_leader_epoch,
-                    offset_deltas=[r.offset - h.base_offset for r in kept],
-                )
+                out = rebuild_batch(h, kept)
             cleaned.append(out, [parse_header(out)], h.base_offset)
             stats.bytes_written += len(out)
     cleaned.on_become_inactive()

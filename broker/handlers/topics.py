@@ -20,6 +20,14 @@ def _config_entries(broker, info) -> list[dict]:
     return out
 
 
+def _check_assignments(broker, assignments) -> None:
+    """Manual replica assignments may only name this broker (the whole cluster)."""
+    for a in assignments:
+        if any(b != broker.node_id for b in a.broker_ids):
+            raise TopicError(ErrorCode.invalid_replica_assignment,
+                             f"Unknown broker in replica assignment {list(a.broker_ids)}")
+
+
 @handles(ApiKey.CREATE_TOPICS)
 def create_topics(broker, ctx, req):
     results = []
@@ -32,10 +40,7 @@ def create_topics(broker, ctx, req):
                 if t.num_partitions != -1 or t.replication_factor != -1:
                     raise TopicError(ErrorCode.invalid_request,
                                      "Both numPartitions or replicationFactor and replicasAssignments were set.")
-                for a in t.assignments:
-                    if any(b != broker.node_id for b in a.broker_ids):
-                        raise TopicError(ErrorCode.invalid_replica_assignment,
-                                         f"Unknown broker in replica assignment {list(a.broker_ids)}")
+                _check_assignments(broker, t.assignments)
                 partitions = len(t.assignments)
                 rf = len(t.assignments[0].broker_ids) if t.assignments else 1
             else:
@@ -90,11 +95,7 @@ def create_partitions(broker, ctx, req):
     for t in req.topics:
         entry = dict(name=t.name, error_code=ErrorCode.none, error_message=None)
         try:
-            if t.assignments:
-                for a in t.assignments:
-                    if any(b != broker.node_id for b in a.broker_ids):
-                        raise TopicError(ErrorCode.invalid_replica_assignment,
-                                         f"Unknown broker in replica assignment {list(a.broker_ids)}")
+            _check_assignments(broker, t.assignments or ())
             broker.add_partitions(t.name, t.count, validate_only=req.validate_only)
         except TopicError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
