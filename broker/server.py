@@ -145,7 +145,10 @@ class Connection(asyncio.Protocol):
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t, s=slot, h=header: self._task_done(t, s, h))
-            self.broker.track(task)
+            if not isinstance(result, asyncio.Future):
+                # Handler coroutines are in-flight work a graceful stop waits for; bare
+                # futures (a JoinGroup waiting for its rebalance) are not.
+                self.broker.track(task)
         else:
             self._complete(slot, header, result)
 
