@@ -136,7 +136,13 @@ def test_ten_member_rebalance_completes_as_soon_as_all_rejoin(broker):
             break
         time.sleep(0.1)
     assert d.group_state == "Stable" and len(d.members) == n
-    gen = max(j[2] for j in members[0].joins)
+    # every member's thread has recorded the join of the generation that became Stable
+    # (a follower's thread may still be between its JoinGroup response and its bookkeeping)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len({m.joins[-1][2] if m.joins else -1 for m in members}) != 1:
+        time.sleep(0.01)
+    gen = members[0].joins[-1][2]
+    assert all(m.joins[-1][2] == gen for m in members)
     # a new member joins: all ten learn it from their next heartbeat and rejoin; the join
     # phase must end with the last of them, far sooner than the 60 s rebalance timeout
     newcomer = _Member(broker, group, "t")
