@@ -160,7 +160,7 @@ def test_ten_member_rebalance_completes_as_soon_as_all_rejoin(broker):
     last_answered = max(j[1] for j in rejoins)
     took = last_answered - last_sent
     print(f"\n{n + 1}-member rebalance: last JoinGroup sent -> all JoinGroup responses: {took * 1000:.1f} ms")
-    assert took < 2.0
+    assert took < 10.0  # behaviour, not speed: far below the 60 s rebalance timeout it must not wait for
     for m in everyone:
         m.stop.set()
     for m in everyone:
