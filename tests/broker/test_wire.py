@@ -127,3 +127,31 @@ def test_corrupt_batch_gets_corrupt_message(broker):
             assert part.error_code == want
             if want == 0:
                 assert part.base_offset == 0  # the corrupt batch consumed no offsets
+
+
+def test_random_bodies_for_every_api_never_take_the_broker_down(broker):
+    """Valid headers with random or truncated bodies, for every served (api, version): each
+    connection either gets an answer or is closed; the broker keeps serving others."""
+    import random
+
+    rng = random.Random(1234)
+    sent = 0
+    for key, r in apis.SUPPORTED.items():
+        for v in range(r.served_from, r.max_version + 1):
+            for _ in range(3):
+                with _conn(broker) as s:
+                    s.settimeout(5)
+                    header = struct.pack(">hhih", key, v, 99, 1) + b"x"
+                    if apis.request_type(key, v).__flexible__:
+                        header += b"\x00"
+                    body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64)))
+                    s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+                    sent += 1
+                    try:
+                        s.recv(1 << 16)  # an answer or EOF
+                    except (ConnectionResetError, TimeoutError):
+                        pass  # or a request validly parked (a random Fetch may ask to wait for days)
+    assert sent > 300
+    with _conn(broker) as good:
+        _metadata(good, 7)
+        assert framing.decode_response(ApiKey.METADATA, 1, _recv_frame(good))[0] == 7
