@@ -24,6 +24,7 @@ from storage.manager import LogManager
 from .config import BrokerConfig, new_cluster_id
 from .handlers import HANDLERS, load_all
 from .handlers.api_versions import unsupported_version_response
+from .handlers.produce import legacy_produce_response
 from .purgatory import Purgatory
 from .topics import INTERNAL_TOPICS, TopicInfo, TopicRegistry
 
@@ -161,6 +162,8 @@ class Broker:
         h = ctx.header
         if h.api_key == ApiKey.API_VERSIONS and not apis.is_supported(h.api_key, h.api_version):
             return unsupported_version_response(h.correlation_id)
+        if h.api_key == ApiKey.PRODUCE and h.api_version < 3:
+            return legacy_produce_response(h, frame)
         handler = HANDLERS.get(h.api_key)
         if handler is None:
             raise UnsupportedVersionError(f"{apis.api_name(h.api_key)} (key {h.api_key}) is not supported")

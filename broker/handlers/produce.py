@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import datetime
 import logging
+import struct
 import time
 
-from protocol import apis
+from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.compression import Codec
@@ -119,3 +120,30 @@ def produce(broker, ctx, req):
             ctx.conn.close()
         return None
     return make(apis.response_type(ApiKey.PRODUCE, ctx.version), responses=topics_out, throttle_time=0)
+
+
+def legacy_produce_response(header, frame: bytes) -> list[bytes] | None:
+    """Produce v0-2 (advertised, like Kafka, so that old librdkafka keeps compression on)
+    carries magic 0/1 message sets, which Krait does not store. Answer every partition
+    with UNSUPPORTED_VERSION instead of dropping the connection, so the client reports a
+    clear error. v0-2 requests are v3 without the transactional id, and v2/v3 responses
+    share a layout (v1 lacks the append time, v0 also the throttle time)."""
+    if header.api_version >= 3:
+        return None
+    body = b"\xff\xff" + bytes(memoryview(frame)[header.body_offset:])  # null transactional id
+    v3 = framing.RequestHeader(header.api_key, 3, header.correlation_id, header.client_id, 0)
+    req = framing.decode_request(v3, body)
+    if req.acks == 0:
+        return None
+    out = bytearray()
+    out += struct.pack(">i", len(req.topic_data))
+    for td in req.topic_data:
+        name = td.name.encode()
+        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(td.partition_data))
+        for pd in td.partition_data:
+            out += struct.pack(">ihq", pd.index, ErrorCode.unsupported_version, -1)
+            if header.api_version >= 2:
+                out += struct.pack(">q", -1)
+    if header.api_version >= 1:
+        out += struct.pack(">i", 0)  # throttle time
+    return [struct.pack(">ii", len(out) + 4, header.correlation_id), bytes(out)]

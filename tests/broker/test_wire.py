@@ -155,3 +155,24 @@ def test_random_bodies_for_every_api_never_take_the_broker_down(broker):
     with _conn(broker) as good:
         _metadata(good, 7)
         assert framing.decode_response(ApiKey.METADATA, 1, _recv_frame(good))[0] == 7
+
+
+def test_produce_v0_to_v2_get_unsupported_version_per_partition(broker):
+    from protocol.records import build_batch
+
+    req = make(apis.request_type(ApiKey.PRODUCE, 3), transactional_id=None, acks=1, timeout=1000,
+               topic_data=[dict(name="legacy", partition_data=[dict(index=0, records=build_batch([(None, b"x")]))])])
+    v3 = framing.encode_request(ApiKey.PRODUCE, 3, 5, req, client_id="old")[4:]
+    head = 8 + 2 + len(b"old")
+    for version in (0, 1, 2):
+        frame = struct.pack(">hhi", ApiKey.PRODUCE, version, 40 + version) + v3[8:head] + v3[head + 2:]
+        with _conn(broker) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            body = _recv_frame(s)
+        cid, ntopics, nlen = struct.unpack_from(">iih", body)
+        assert cid == 40 + version and ntopics == 1 and body[10:10 + nlen] == b"legacy"
+        pos = 10 + nlen
+        nparts, index, error, base = struct.unpack_from(">iihq", body, pos)
+        assert (nparts, index, error, base) == (1, 0, 35, -1)  # UNSUPPORTED_VERSION
+        pos += 18 + (8 if version >= 2 else 0) + (4 if version >= 1 else 0)
+        assert pos == len(body)
