@@ -50,7 +50,7 @@ class Broker:
         self.registry = TopicRegistry(self.log_dirs[0])
         self.logs: LogManager | None = None
         self.purgatory = Purgatory()
-        self.coordinator: Any = None
+        self.coordinator_driver: Any = None  # set at start(); see group_driver.py
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
         self._servers: list = []
@@ -58,7 +58,6 @@ class Broker:
         self.stopping = False
         self._next_pid = 0
         self._pid_limit = 0
-        self.started_at = 0.0
         self.default_topic_props = config.topic_defaults()
         #: encoded Metadata bodies by (version, requested topics), for one registry version
         self.metadata_cache: dict[Any, Any] = {}
@@ -79,7 +78,6 @@ class Broker:
             for p in range(info.partitions):
                 if self.logs.get(info.name, p) is None:
                     self.logs.create(info.name, p, configs[info.name], info.topic_id)
-        self.started_at = time.time()
         log.info("loaded %d topics, %d partitions in %.3fs", len(self.registry.topics),
                  len(self.logs.partitions()), time.monotonic() - t0)
 
@@ -90,20 +88,16 @@ class Broker:
         self._setup_coordinator()
         self._servers = await start_listeners(self)
         self._timers = [
-            asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"] / 1000, self._retention)),
-            asyncio.ensure_future(self._every(1.0, self._flush)),
+            asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"] / 1000, self.logs.run_retention)),
+            asyncio.ensure_future(self._every(1.0, self.logs.run_flush)),
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
-                                              self._checkpoint)),
+                                              self.logs.checkpoint)),
             asyncio.ensure_future(self._every(min(15.0, self.config["log.cleaner.backoff.ms"] / 1000), self._clean)),
         ]
         log.info("Krait %s started: node.id=%d listeners=%s advertised=%s log.dirs=%s cluster.id=%s", VERSION,
                  self.node_id, ",".join(map(str, self.config.listeners)),
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),
                  self.registry.cluster_id)
-
-    @property
-    def bound_ports(self) -> list[int]:
-        return [s.sockets[0].getsockname()[1] for s in self._servers if s.sockets]
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish, flush, checkpoint, mark clean."""
@@ -135,27 +129,15 @@ class Broker:
             except Exception:
                 log.exception("scheduled task %s failed", fn.__name__)
 
-    def _retention(self) -> None:
-        self.logs.run_retention()
-
-    def _flush(self) -> None:
-        self.logs.run_flush()
-
-    def _checkpoint(self) -> None:
-        self.logs.checkpoint()
-
     def _clean(self) -> None:
         if self.config["log.cleaner.enable"]:
             self.logs.run_cleaner()
 
     # --- coordinator ------------------------------------------------------------------------
-    coordinator_driver: Any = None
-
     def _setup_coordinator(self) -> None:
         from .group_driver import CoordinatorDriver
 
         self.coordinator_driver = CoordinatorDriver(self)
-        self.coordinator = self.coordinator_driver.coordinator
 
     # --- dispatch -------------------------------------------------------------------------
     def dispatch(self, ctx, frame: bytes):
@@ -272,12 +254,6 @@ class Broker:
             return self.create_topic(name, self.config["num.partitions"])
         except TopicError:
             return None
-
-    def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
-        info = self.registry.get(name)
-        if info is None:
-            info = self.create_topic(name, partitions, configs)
-        return info
 
     # --- producer ids -----------------------------------------------------------------------
     def next_producer_id(self) -> int:

@@ -47,7 +47,3 @@ class Purgatory:
                     s.discard(fut)
                     if not s:
                         del self._waiters[k]
-
-    @property
-    def parked(self) -> int:
-        return len({id(f) for s in self._waiters.values() for f in s})

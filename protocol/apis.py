@@ -131,10 +131,5 @@ def response_type(api_key: int, version: int) -> type:
     return _entity(api_key, version, "response")
 
 
-def response_module(api_key: int, version: int) -> Any:
-    """The kio module holding the response type and its nested types."""
-    return _module(api_key, version, "response")
-
-
 def is_flexible_request(api_key: int, version: int) -> bool:
     return request_type(api_key, version).__flexible__

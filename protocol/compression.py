@@ -43,13 +43,6 @@ def codec_name(codec: int) -> str:
         return f"unknown({codec})"
 
 
-def codec_from_name(name: str) -> Codec:
-    for codec, n in _NAMES.items():
-        if n == name.lower():
-            return codec
-    raise ValueError(f"unknown compression type {name!r}")
-
-
 # --- snappy -------------------------------------------------------------------------
 # snappy-java's "xerial" stream framing, which Kafka clients use: no library implements
 # it (python-snappy's framing is the official snappy framing format, a different one),
