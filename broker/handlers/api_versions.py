@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from functools import cache
+from typing import TYPE_CHECKING
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
@@ -12,6 +13,9 @@ from protocol.build import make
 from protocol.errors import ErrorCode
 
 from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
 
 
 def _api_keys() -> list[dict]:
@@ -27,7 +31,7 @@ def _body(version: int) -> bytes:
 
 
 @handles(ApiKey.API_VERSIONS)
-def api_versions(broker, ctx, req) -> list[bytes]:
+def api_versions(broker: Broker, ctx, req) -> list[bytes]:
     body = _body(ctx.version)
     return [struct.pack(">ii", len(body) + 4, ctx.header.correlation_id), body]
 

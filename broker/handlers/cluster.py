@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -9,9 +11,13 @@ from protocol.errors import ErrorCode
 
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
-def describe_cluster(broker, ctx, req):
+def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     brokers = [dict(broker_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
                for lst in broker.config.advertised_listeners[:1]]
     return make(apis.response_type(ApiKey.DESCRIBE_CLUSTER, ctx.version), throttle_time=0,

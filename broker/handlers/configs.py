@@ -4,6 +4,8 @@ registry; topic defaults follow the broker's log.* settings, as in Kafka."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -12,6 +14,11 @@ from protocol.errors import ErrorCode
 from ..broker import TopicError
 from ..config import BROKER_KEYS, TOPIC_DEFAULT_SOURCES
 from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # ConfigSource
@@ -28,7 +35,7 @@ _TOPIC_TYPES = {
 DYNAMIC_BROKER_KEYS = set(TOPIC_DEFAULT_SOURCES.values()) | {"log.retention.ms", "log.roll.ms"}
 
 
-def _topic_configs(broker, name: str, keys, synonyms: bool) -> list[dict]:
+def _topic_configs(broker: Broker, name: str, keys, synonyms: bool) -> list[dict]:
     info = broker.registry.get(name)
     if info is None:
         raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
@@ -57,7 +64,7 @@ def _topic_configs(broker, name: str, keys, synonyms: bool) -> list[dict]:
     return out
 
 
-def _broker_configs(broker, keys, synonyms: bool) -> list[dict]:
+def _broker_configs(broker: Broker, keys, synonyms: bool) -> list[dict]:
     out = []
     dyn = broker.registry.broker_configs
     for key, (parser, default) in sorted(BROKER_KEYS.items()):
@@ -77,13 +84,13 @@ def _broker_configs(broker, keys, synonyms: bool) -> list[dict]:
     return out
 
 
-def _check_broker_name(broker, name: str) -> None:
+def _check_broker_name(broker: Broker, name: str) -> None:
     if name not in ("", str(broker.node_id)):
         raise TopicError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-def describe_configs(broker, ctx, req):
+def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     for r in req.resources:
         keys = set(r.configuration_keys) if r.configuration_keys else None
@@ -105,7 +112,7 @@ def describe_configs(broker, ctx, req):
     return make(apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results)
 
 
-def _apply_broker(broker, new: dict[str, str], validate_only: bool) -> None:
+def _apply_broker(broker: Broker, new: dict[str, str], validate_only: bool) -> None:
     bad = [k for k in new if k not in DYNAMIC_BROKER_KEYS]
     if bad:
         raise TopicError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {sorted(bad)}")
@@ -121,7 +128,7 @@ def _apply_broker(broker, new: dict[str, str], validate_only: bool) -> None:
         broker.logs.update_config(info.name, broker.topic_log_config(info))
 
 
-def _alter(broker, ctx, req, incremental: bool):
+def _alter(broker: Broker, ctx, req, incremental: bool):
     results = []
     for r in req.resources:
         entry = dict(error_code=ErrorCode.none, error_message=None, resource_type=r.resource_type,
@@ -175,10 +182,10 @@ def _merge(current: dict[str, str], ops, incremental: bool, effective: dict[str,
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-def alter_configs(broker, ctx, req):
+def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return _alter(broker, ctx, req, incremental=False)
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-def incremental_alter_configs(broker, ctx, req):
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return _alter(broker, ctx, req, incremental=True)

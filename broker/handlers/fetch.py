@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -19,10 +20,15 @@ from storage.errors import StorageError
 
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
 LEADER_EPOCH = 0
 
 
-def _read_all(broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
     reg = broker.registry
     logs = broker.logs
@@ -84,7 +90,7 @@ def _read_all(broker, req, version: int) -> tuple[list[FetchTopic], int, bool, l
 
 
 @handles(ApiKey.FETCH)
-def fetch(broker, ctx, req):
+def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
     correlation_id = ctx.header.correlation_id
     if getattr(req, "session_id", 0) != 0 and getattr(req, "session_epoch", -1) > 0:
@@ -97,7 +103,7 @@ def fetch(broker, ctx, req):
     return _long_poll(broker, req, version, correlation_id, max_wait, keys)
 
 
-async def _long_poll(broker, req, version, correlation_id, max_wait, keys):
+async def _long_poll(broker: Broker, req, version, correlation_id, max_wait, keys):
     deadline = time.monotonic() + max_wait
     while True:
         woke = await broker.purgatory.wait(keys, deadline - time.monotonic())

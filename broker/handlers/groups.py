@@ -4,6 +4,8 @@ handlers only route requests to it through the CoordinatorDriver."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -11,17 +13,22 @@ from protocol.errors import ErrorCode
 
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _driver(broker):
+def _driver(broker: Broker):
     driver = broker.coordinator_driver
     driver.ensure_topic()
     return driver
 
 
 @handles(ApiKey.FIND_COORDINATOR)
-def find_coordinator(broker, ctx, req):
+def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     lst = broker.config.advertised_listeners[0]
     rtype = apis.response_type(ApiKey.FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", GROUP_KEY)
@@ -45,13 +52,13 @@ def find_coordinator(broker, ctx, req):
 
 
 @handles(ApiKey.JOIN_GROUP)
-def join_group(broker, ctx, req):
+def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     d = _driver(broker)
     return d.call(d.coordinator.join_group, req, client_id=ctx.client_id, client_host="/" + ctx.client_host)
 
 
 def route(method: str):
-    def handler(broker, ctx, req):
+    def handler(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         d = _driver(broker)
         return d.call(getattr(d.coordinator, method), req)
 

@@ -3,6 +3,8 @@ timestamp is >= the one asked (via the .timeindex)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -10,6 +12,11 @@ from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
 from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 LEADER_EPOCH = 0
@@ -29,7 +36,7 @@ def lookup(plog, timestamp: int) -> tuple[int, int]:
 
 
 @handles(ApiKey.LIST_OFFSETS)
-def list_offsets(broker, ctx, req):
+def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
@@ -52,7 +59,7 @@ def list_offsets(broker, ctx, req):
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-def offset_for_leader_epoch(broker, ctx, req):
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Every partition has had one leader epoch (0), so epoch 0 ends at the log end."""
     topics = []
     for t in req.topics:

@@ -5,6 +5,7 @@ the request and auto.create.topics.enable allow it."""
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING, Any
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
@@ -14,15 +15,20 @@ from protocol.errors import ErrorCode
 from ..topics import topic_name_error
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
 LEADER_EPOCH = 0
 
 
-def brokers(broker) -> list[dict]:
+def brokers(broker: Broker) -> list[dict]:
     return [dict(node_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
             for lst in broker.config.advertised_listeners[:1]]
 
 
-def _topic_entry(broker, info) -> dict:
+def _topic_entry(broker: Broker, info) -> dict:
     node = broker.node_id
     return dict(
         error_code=ErrorCode.none, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
@@ -33,7 +39,7 @@ def _topic_entry(broker, info) -> dict:
 
 
 @handles(ApiKey.METADATA)
-def metadata(broker, ctx, req):
+def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Metadata bodies are cached, encoded, per (version, requested topics) until the topic
     registry changes: clients ask the same question every few seconds, and encoding
     thousands of partitions costs tens of milliseconds."""
@@ -59,7 +65,7 @@ def metadata(broker, ctx, req):
     return [struct.pack(">i", len(header) + len(body)), header, body]
 
 
-def _build(broker, req, version: int, all_topics: bool):
+def _build(broker: Broker, req, version: int, all_topics: bool):
     rtype = apis.response_type(ApiKey.METADATA, version)
     reg = broker.registry
     if all_topics:

@@ -9,6 +9,7 @@ import datetime
 import logging
 import struct
 import time
+from typing import TYPE_CHECKING, Any
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
@@ -20,6 +21,11 @@ from storage.errors import StorageError
 
 from ..topics import INTERNAL_TOPICS
 from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 log = logging.getLogger("krait.produce")
 
@@ -34,7 +40,7 @@ class PartitionAppendError(Exception):
         self.message = message
 
 
-def append_partition(broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
+def append_partition(broker: Broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
     """Validate and append one partition's records; returns the AppendResult."""
     if topic in INTERNAL_TOPICS and not internal_ok:
         raise PartitionAppendError(ErrorCode.invalid_topic_exception,
@@ -86,7 +92,7 @@ def append_partition(broker, topic: str, partition: int, records, now_ms: int, *
 
 
 @handles(ApiKey.PRODUCE)
-def produce(broker, ctx, req):
+def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     now_ms = int(time.time() * 1000)
     bad_acks = acks not in (0, 1, -1)

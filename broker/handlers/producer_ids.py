@@ -5,6 +5,8 @@ report as a fatal, clearly-named error instead of retrying forever."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -12,9 +14,13 @@ from protocol.errors import ErrorCode
 
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-def init_producer_id(broker, ctx, req):
+def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.INIT_PRODUCER_ID, ctx.version)
     if req.transactional_id is not None:
         return make(rtype, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,

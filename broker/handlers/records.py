@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -10,9 +12,13 @@ from storage.errors import StorageError
 
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
 
 @handles(ApiKey.DELETE_RECORDS)
-def delete_records(broker, ctx, req):
+def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -10,8 +12,12 @@ from protocol.errors import ErrorCode
 from ..broker import TopicError
 from . import handles
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
 
-def _config_entries(broker, info) -> list[dict]:
+
+def _config_entries(broker: Broker, info) -> list[dict]:
     cfg = broker.topic_log_config(info)
     out = []
     for name, value in sorted(cfg.to_props().items()):
@@ -20,7 +26,7 @@ def _config_entries(broker, info) -> list[dict]:
     return out
 
 
-def _check_assignments(broker, assignments) -> None:
+def _check_assignments(broker: Broker, assignments) -> None:
     """Manual replica assignments may only name this broker (the whole cluster)."""
     for a in assignments:
         if any(b != broker.node_id for b in a.broker_ids):
@@ -29,7 +35,7 @@ def _check_assignments(broker, assignments) -> None:
 
 
 @handles(ApiKey.CREATE_TOPICS)
-def create_topics(broker, ctx, req):
+def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     default_rf = broker.config["default.replication.factor"]
     for t in req.topics:
@@ -66,7 +72,7 @@ def create_topics(broker, ctx, req):
 
 
 @handles(ApiKey.DELETE_TOPICS)
-def delete_topics(broker, ctx, req):
+def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -90,7 +96,7 @@ def delete_topics(broker, ctx, req):
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-def create_partitions(broker, ctx, req):
+def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     for t in req.topics:
         entry = dict(name=t.name, error_code=ErrorCode.none, error_message=None)
