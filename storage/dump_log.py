@@ -128,6 +128,26 @@ def _log_for(path: str) -> str:
     return os.path.join(os.path.dirname(path) or ".", os.path.basename(path).split(".")[0] + ".log")
 
 
+def _sanity_check(idx, path: str, out: TextIO, err: TextIO) -> int:
+    """--index-sanity-check: Kafka's index sanity check, its messages."""
+    try:
+        idx.sanity_check()
+    except CorruptIndexError as e:
+        print(f"{path} failed sanity check: {e}", file=err)
+        return 1
+    print(f"{path} passed sanity check.", file=out)
+    return 0
+
+
+def _read_segment_log(index_path: str) -> bytes:
+    """The .log beside an index (empty if it is gone), to verify entries against."""
+    try:
+        with open(_log_for(index_path), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
 def dump_index(path: str, sanity_only: bool, verify_only: bool, out: TextIO, err: TextIO) -> int:
     base = int(os.path.basename(path).split(".")[0])
     idx = OffsetIndex(path, base)
@@ -136,18 +156,8 @@ def dump_index(path: str, sanity_only: bool, verify_only: bool, out: TextIO, err
             print(f"{path} is empty.", file=out)
             return 0
         if sanity_only:
-            try:
-                idx.sanity_check()
-            except CorruptIndexError as e:
-                print(f"{path} failed sanity check: {e}", file=err)
-                return 1
-            print(f"{path} passed sanity check.", file=out)
-            return 0
-        try:
-            with open(_log_for(path), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            data = b""
+            return _sanity_check(idx, path, out, err)
+        data = _read_segment_log(path)
         mismatches = []
         for i in range(idx.entries):
             off, pos = idx.entry(i)
@@ -176,18 +186,8 @@ def dump_time_index(path: str, sanity_only: bool, verify_only: bool, out: TextIO
     idx = TimeIndex(path, base)
     try:
         if sanity_only:
-            try:
-                idx.sanity_check()
-            except CorruptIndexError as e:
-                print(f"{path} failed sanity check: {e}", file=err)
-                return 1
-            print(f"{path} passed sanity check.", file=out)
-            return 0
-        try:
-            with open(_log_for(path), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            data = b""
+            return _sanity_check(idx, path, out, err)
+        data = _read_segment_log(path)
         batches, _ = _batches(data)
         prev = -1
         status = 0
