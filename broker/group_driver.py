@@ -12,18 +12,12 @@ from typing import Any
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ProtocolError
 from protocol.records import build_batch, iter_headers, iter_records
 
 log = logging.getLogger("krait.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-class OffsetsAppendError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str | None):
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
 
 
 def _now_ms() -> int:
@@ -101,13 +95,11 @@ class CoordinatorDriver:
 
     # --- OffsetsLog protocol ------------------------------------------------------------------
     def append(self, partition: int, records: list) -> None:
-        from .handlers.produce import PartitionAppendError, append_partition
+        from .handlers.produce import append_partition
 
+        # An ApiError raised here carries the error code the coordinator maps for clients.
         batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
-        try:
-            append_partition(self.broker, OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
-        except PartitionAppendError as exc:
-            raise OffsetsAppendError(exc.code, exc.message) from None
+        append_partition(self.broker, OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
 
     # --- calling the coordinator ------------------------------------------------------------
     def call(self, op, req, **kwargs):

@@ -11,8 +11,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..broker import TopicError
 from ..config import BROKER_KEYS, TOPIC_DEFAULT_SOURCES
+from ..errors import ApiError
 from . import handles
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ DYNAMIC_BROKER_KEYS = set(TOPIC_DEFAULT_SOURCES.values()) | {"log.retention.ms",
 def _topic_configs(broker: Broker, name: str, keys, synonyms: bool) -> list[dict]:
     info = broker.registry.get(name)
     if info is None:
-        raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+        raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
     cfg = broker.topic_log_config(info)
     reverse = TOPIC_DEFAULT_SOURCES
     out = []
@@ -86,7 +86,7 @@ def _broker_configs(broker: Broker, keys, synonyms: bool) -> list[dict]:
 
 def _check_broker_name(broker: Broker, name: str) -> None:
     if name not in ("", str(broker.node_id)):
-        raise TopicError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
+        raise ApiError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
@@ -105,8 +105,8 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             elif r.resource_type == BROKER_LOGGER:
                 entry["configs"] = []
             else:
-                raise TopicError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
-        except TopicError as exc:
+                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
+        except ApiError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     return make(apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results)
@@ -115,11 +115,11 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 def _apply_broker(broker: Broker, new: dict[str, str], validate_only: bool) -> None:
     bad = [k for k in new if k not in DYNAMIC_BROKER_KEYS]
     if bad:
-        raise TopicError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {sorted(bad)}")
+        raise ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {sorted(bad)}")
     try:
         broker.config.with_overrides(new)
     except ValueError as exc:
-        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
     if validate_only:
         return
     broker.registry.broker_configs = dict(new)
@@ -137,7 +137,7 @@ def _alter(broker: Broker, ctx, req, incremental: bool):
             if r.resource_type == TOPIC:
                 info = broker.registry.get(r.resource_name)
                 if info is None:
-                    raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+                    raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
                 current = dict(info.configs) if incremental else {}
                 new = _merge(current, r.configs, incremental, broker.topic_log_config(info).to_props())
                 broker.alter_topic_configs(r.resource_name, new, validate_only=req.validate_only)
@@ -149,8 +149,8 @@ def _alter(broker: Broker, ctx, req, incremental: bool):
             elif r.resource_type == BROKER_LOGGER:
                 pass
             else:
-                raise TopicError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
-        except TopicError as exc:
+                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
+        except ApiError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
@@ -177,7 +177,7 @@ def _merge(current: dict[str, str], ops, incremental: bool, effective: dict[str,
                 items = [x for x in items if x not in vals]
             current[c.name] = ",".join(items)
         else:
-            raise TopicError(ErrorCode.invalid_request, f"Unknown config operation {op}")
+            raise ApiError(ErrorCode.invalid_request, f"Unknown config operation {op}")
     return current
 
 

@@ -19,6 +19,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import iter_records, recompress, validate_batches
 from storage.errors import StorageError
 
+from ..errors import ApiError
 from ..topics import INTERNAL_TOPICS
 from . import handles
 
@@ -34,30 +35,24 @@ _TOPIC_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec
                  "zstd": Codec.ZSTD}
 
 
-class PartitionAppendError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None):
-        self.code = code
-        self.message = message
-
-
 def append_partition(broker: Broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
     """Validate and append one partition's records; returns the AppendResult."""
     if topic in INTERNAL_TOPICS and not internal_ok:
-        raise PartitionAppendError(ErrorCode.invalid_topic_exception,
+        raise ApiError(ErrorCode.invalid_topic_exception,
                               f"Cannot append to internal topic {topic}")
     plog = broker.logs.get(topic, partition)
     if plog is None:
-        raise PartitionAppendError(ErrorCode.unknown_topic_or_partition)
+        raise ApiError(ErrorCode.unknown_topic_or_partition)
     if records is None:
-        raise PartitionAppendError(ErrorCode.corrupt_message, "null records")
+        raise ApiError(ErrorCode.corrupt_message, "null records")
     cfg = plog.config
     try:
         headers = validate_batches(records)
     except ProtocolError as exc:
-        raise PartitionAppendError(exc.error_code, str(exc)) from None
+        raise ApiError(exc.error_code, str(exc)) from None
     for h in headers:
         if h.size > cfg.max_message_bytes:
-            raise PartitionAppendError(ErrorCode.message_too_large,
+            raise ApiError(ErrorCode.message_too_large,
                                   f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
     if cfg.compact:
         # Compaction needs a key on every record; checking means decoding this batch,
@@ -67,11 +62,11 @@ def append_partition(broker: Broker, topic: str, partition: int, records, now_ms
             for h in headers:
                 for rec in iter_records(records, pos):
                     if rec.key is None:
-                        raise PartitionAppendError(ErrorCode.invalid_record,
+                        raise ApiError(ErrorCode.invalid_record,
                                               "Compacted topic cannot accept message without key")
                 pos += h.size
         except ProtocolError as exc:
-            raise PartitionAppendError(exc.error_code, str(exc)) from None
+            raise ApiError(exc.error_code, str(exc)) from None
     target = _TOPIC_CODECS.get(cfg.compression_type)
     if target is not None and any(h.compression != target for h in headers):
         # compression.type set on the topic: Kafka re-encodes; off the default path
@@ -79,13 +74,13 @@ def append_partition(broker: Broker, topic: str, partition: int, records, now_ms
             records = recompress(records, headers, target)
             headers = validate_batches(records, from_client=False)
         except ProtocolError as exc:
-            raise PartitionAppendError(exc.error_code, str(exc)) from None
+            raise ApiError(exc.error_code, str(exc)) from None
     buf = records if isinstance(records, bytearray) else bytearray(records)
     try:
         result = plog.append(buf, headers, leader_epoch=0,
                              log_append_time_ms=now_ms if cfg.log_append_time else None)
     except StorageError as exc:
-        raise PartitionAppendError(exc.error_code, str(exc)) from None
+        raise ApiError(exc.error_code, str(exc)) from None
     if not result.duplicate:
         broker.purgatory.notify((topic, partition))
     return result
@@ -112,13 +107,13 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     if res.log_append_time_ms >= 0:
                         entry["log_append_time"] = datetime.datetime.fromtimestamp(
                             res.log_append_time_ms / 1000, tz=datetime.UTC)
-                except PartitionAppendError as exc:
-                    entry["error_code"] = exc.code
+                except ApiError as exc:
+                    entry["error_code"] = exc.error_code
                     entry["error_message"] = exc.message
                     any_error = True
-                    if exc.code not in (ErrorCode.unknown_topic_or_partition,):
+                    if exc.error_code not in (ErrorCode.unknown_topic_or_partition,):
                         log.info("produce to %s-%d from %s rejected: %s %s", td.name, pd.index, ctx.client_id,
-                                 exc.code.name, exc.message or "")
+                                 exc.error_code.name, exc.message or "")
             parts.append(entry)
         topics_out.append(dict(name=td.name, partition_responses=parts))
     if acks == 0:
