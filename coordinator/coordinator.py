@@ -61,9 +61,10 @@ Record = tuple[bytes, bytes | None]
 E = ErrorCode
 _S = GroupState
 
-# DescribeGroups authorized_operations without an authorizer: READ(3) | DELETE(6) | DESCRIBE(8),
-# what Kafka reports for a group when every operation is allowed.
-_GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# DescribeGroups authorized_operations when the caller injects none: every operation Kafka
+# supports on a group (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), what Kafka
+# reports without an authorizer. The broker injects the authorizer's answer.
+_GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 _OPS_NOT_REQUESTED = -(2**31)
 
 
@@ -1191,17 +1192,20 @@ class GroupCoordinator:
         ]
 
     # ================================================================ DescribeGroups
-    def describe_groups(self, req: Any, respond: Respond) -> None:
-        """DescribeGroups v0-5. Unknown groups are described as Dead with no error (Kafka)."""
+    def describe_groups(self, req: Any, respond: Respond,
+                        authorized_operations: Callable[[str], int] | None = None) -> None:
+        """DescribeGroups v0-5. Unknown groups are described as Dead with no error (Kafka).
+        ``authorized_operations(group_id)`` gives the group's operation bit field when the
+        client asks for it (the broker's authorizer decides; default: all of them)."""
         include_ops = bool(getattr(req, "include_authorized_operations", False))
+        ops_of = authorized_operations or (lambda _gid: _GROUP_AUTHORIZED_OPERATIONS)
         out = []
         for gid in req.groups:
-            out.append(self._describe(gid, include_ops))
+            out.append(self._describe(gid, ops_of(gid) if include_ops else _OPS_NOT_REQUESTED))
         self._reply(respond, response_for(req, groups=out))
         self.poll()
 
-    def _describe(self, gid: str, include_ops: bool) -> dict[str, Any]:
-        ops = _GROUP_AUTHORIZED_OPERATIONS if include_ops else _OPS_NOT_REQUESTED
+    def _describe(self, gid: str, ops: int) -> dict[str, Any]:
         err = self._group_error(gid, allow_empty=True)
         base: dict[str, Any] = {
             "group_id": gid,

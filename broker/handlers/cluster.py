@@ -9,6 +9,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security.operations import ResourceType, authorized_operations
 from . import handles
 
 if TYPE_CHECKING:
@@ -22,4 +23,6 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                for lst in broker.config.advertised_listeners[:1]]
     return make(apis.response_type(ApiKey.DESCRIBE_CLUSTER, ctx.version), throttle_time=0,
                 error_code=ErrorCode.none, error_message=None, endpoint_type=1, cluster_id=broker.registry.cluster_id,
-                controller_id=broker.node_id, brokers=brokers)
+                controller_id=broker.node_id, brokers=brokers,
+                cluster_authorized_operations=authorized_operations(
+                    ResourceType.CLUSTER, bool(req.include_cluster_authorized_operations)))

@@ -11,6 +11,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security.operations import ResourceType, authorized_operations
 from . import handles
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+TRANSACTIONS_UNSUPPORTED = "Transactions are not supported by this Krait broker (transactional.id refused)"
 
 
 def _driver(broker: Broker):
@@ -35,8 +37,12 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
     def entry(key: str) -> dict:
         if key_type != GROUP_KEY:
-            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
-                        error_message="Transactions are not supported by this broker")
+            # COORDINATOR_NOT_AVAILABLE would be retried until the client's own timeout;
+            # TRANSACTIONAL_ID_AUTHORIZATION_FAILED is the one answer librdkafka and the
+            # Java client treat as fatal at once, and they print the message with it.
+            return dict(key=key, node_id=-1, host="", port=-1,
+                        error_code=ErrorCode.transactional_id_authorization_failed,
+                        error_message=TRANSACTIONS_UNSUPPORTED)
         if not key:
             return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
                         error_message="The group id is empty")
@@ -57,6 +63,13 @@ def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return d.call(d.coordinator.join_group, req, client_id=ctx.client_id, client_host="/" + ctx.client_host)
 
 
+@handles(ApiKey.DESCRIBE_GROUPS)
+def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    d = _driver(broker)
+    return d.call(d.coordinator.describe_groups, req,
+                  authorized_operations=lambda _group: authorized_operations(ResourceType.GROUP))
+
+
 def route(method: str):
     def handler(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         d = _driver(broker)
@@ -71,7 +84,6 @@ for _api, _method in {
     ApiKey.SYNC_GROUP: "sync_group",
     ApiKey.HEARTBEAT: "heartbeat",
     ApiKey.LEAVE_GROUP: "leave_group",
-    ApiKey.DESCRIBE_GROUPS: "describe_groups",
     ApiKey.LIST_GROUPS: "list_groups",
     ApiKey.DELETE_GROUPS: "delete_groups",
 }.items():

@@ -12,6 +12,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security.operations import ResourceType, authorized_operations
 from ..topics import topic_name_error
 from . import handles
 
@@ -28,10 +29,11 @@ def brokers(broker: Broker) -> list[dict]:
             for lst in broker.config.advertised_listeners[:1]]
 
 
-def _topic_entry(broker: Broker, info) -> dict:
+def _topic_entry(broker: Broker, info, ops: int) -> dict:
     node = broker.node_id
     return dict(
         error_code=ErrorCode.none, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+        topic_authorized_operations=ops,
         partitions=[dict(error_code=ErrorCode.none, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
                          replica_nodes=(node,), isr_nodes=(node,), offline_replicas=())
                     for p in range(info.partitions)],
@@ -46,7 +48,8 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
     reg = broker.registry
     all_topics = req.topics is None or (version == 0 and not req.topics)
-    key = (version, None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
+    key = (version, _include_topic_ops(req), _include_cluster_ops(req),
+           None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
     cache = broker.metadata_cache
     if cache.get("registry_version") != reg.version:
         cache.clear()
@@ -65,13 +68,25 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return [struct.pack(">i", len(header) + len(body)), header, body]
 
 
+def _include_topic_ops(req) -> bool:
+    return bool(getattr(req, "include_topic_authorized_operations", False))
+
+
+def _include_cluster_ops(req) -> bool:
+    # v8-10 only; from v11 clients ask DescribeCluster instead
+    return bool(getattr(req, "include_cluster_authorized_operations", False))
+
+
 def _build(broker: Broker, req, version: int, all_topics: bool):
     rtype = apis.response_type(ApiKey.METADATA, version)
     reg = broker.registry
+    ops = authorized_operations(ResourceType.TOPIC, _include_topic_ops(req))
+    # make() drops the field for versions that lack it (v11+)
+    extra = dict(cluster_authorized_operations=authorized_operations(ResourceType.CLUSTER, _include_cluster_ops(req)))
     if all_topics:
-        topics = [_topic_entry(broker, info) for info in reg.topics.values()]
+        topics = [_topic_entry(broker, info, ops) for info in reg.topics.values()]
         return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                    controller_id=broker.node_id, topics=topics), True
+                    controller_id=broker.node_id, topics=topics, **extra), True
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
     cacheable = True
@@ -96,6 +111,6 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
             if info is None:
                 topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[]))
                 continue
-        topics.append(_topic_entry(broker, info))
+        topics.append(_topic_entry(broker, info, ops))
     return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                controller_id=broker.node_id, topics=topics), cacheable
+                controller_id=broker.node_id, topics=topics, **extra), cacheable

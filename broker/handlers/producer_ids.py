@@ -24,6 +24,6 @@ def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.INIT_PRODUCER_ID, ctx.version)
     if req.transactional_id is not None:
         return make(rtype, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
-                    producer_id=-1, producer_epoch=-1)
+                    producer_id=-1, producer_epoch=-1)  # InitProducerId has no error message field
     return make(rtype, throttle_time=0, error_code=ErrorCode.none, producer_id=broker.next_producer_id(),
                 producer_epoch=0)

