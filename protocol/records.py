@@ -3,8 +3,10 @@
 The broker's hot paths only ever look at the 61-byte batch header: :func:`validate_batches`
 checks structure and CRC32C, :func:`assign_offsets` patches baseOffset and
 partitionLeaderEpoch in place (both lie outside the CRC). Records themselves are decoded
-only by those who need them (Spark, compaction, tools) through :func:`iter_records`, and
-built by :func:`build_batch` for internal topics and tests.
+only by those who need them (Spark, compaction, tools) through :func:`iter_records`, or
+walked without copying by :func:`scan_records` when the broker must check them (keys on
+compacted topics, timestamps the header cannot vouch for), and built by
+:func:`build_batch` for internal topics and tests.
 
 Layout (Kafka's DefaultRecordBatch)::
 
@@ -39,6 +41,8 @@ __all__ = [
     "validate_batches",
     "assign_offsets",
     "iter_records",
+    "RecordInfo",
+    "scan_records",
     "build_batch",
 ]
 
@@ -291,6 +295,119 @@ def decode_records(h: BatchHeader, body: bytes) -> Iterator[Record]:
             raise CorruptRecordError("record length does not match its fields")
         ts = h.max_timestamp if h.is_log_append_time else h.base_timestamp + ts_delta
         yield Record(h.base_offset + off_delta, ts, key, value, tuple(headers), attributes)
+
+
+class RecordInfo(NamedTuple):
+    """What a broker checks of one record when it validates a produced batch."""
+
+    offset: int
+    timestamp: int
+    key_size: int  # -1: null key
+    value_size: int  # -1: null value
+
+
+def scan_records(buf: bytes | bytearray | memoryview, pos: int = 0, h: BatchHeader | None = None) -> list[RecordInfo]:
+    """Walk every record of the batch at ``pos`` (header ``h`` if already parsed) as Kafka's
+    broker does when it validates a produced batch, skipping keys, values and headers
+    instead of copying them.
+
+    Kafka reads records with DefaultRecord.readFrom, which is stricter than
+    :func:`decode_records` and reports differently: a record whose fields do not fit its
+    length, or bytes left after the declared record count, raise InvalidRecordError
+    (INVALID_RECORD) with Kafka's messages. A body that does not decompress raises
+    CompressionError (CORRUPT_MESSAGE).
+    """
+    if h is None:
+        h = parse_header(buf, pos)
+    if pos + h.size > len(buf):
+        raise CorruptRecordError("batch is truncated")
+    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + h.size])
+    if h.compression:
+        body = decompress(h.compression, body)
+    try:
+        return _scan_records(h, body)
+    except (CorruptRecordError, IndexError):  # ran off the end: Kafka's BufferUnderflowException
+        raise InvalidRecordError("Found invalid record structure") from None
+
+
+def _scan_records(h: BatchHeader, body: bytes) -> list[RecordInfo]:
+    # Nearly every varint here is one byte: those are decoded inline, since a call per
+    # varint would cost more than the rest of the walk. Running off the end of ``body``
+    # raises IndexError or CorruptRecordError, which scan_records reports as Kafka does.
+    read = _read_varint
+    end = len(body)
+    base_offset = h.base_offset
+    # a LogAppendTime batch's records all carry its maxTimestamp (Kafka's Record.timestamp())
+    fixed_ts = h.max_timestamp if h.is_log_append_time else None
+    out = []
+    pos = 0
+    for _ in range(h.record_count):
+        b = body[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = read(body, pos)
+        if length < 0 or pos + length > end:
+            raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record payload, but instead "
+                                     f"the buffer has only {end - pos} remaining bytes.")
+        start = pos
+        pos += 1  # attributes
+        b = body[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = read(body, pos)
+        b = body[pos]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            off_delta, pos = read(body, pos)
+        b = body[pos]
+        if b < 0x80:
+            key_size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            key_size, pos = read(body, pos)
+        if key_size > 0:
+            pos += key_size
+        b = body[pos]
+        if b < 0x80:
+            value_size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            value_size, pos = read(body, pos)
+        if value_size > 0:
+            pos += value_size
+        b = body[pos]
+        if b < 0x80:
+            n_headers = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n_headers, pos = read(body, pos)
+        if n_headers:
+            if n_headers < 0:
+                raise InvalidRecordError(f"Found invalid number of record headers {n_headers}")
+            if n_headers > end - pos:
+                raise InvalidRecordError(f"Found invalid number of record headers. {n_headers} is larger than the "
+                                         "remaining size of the buffer")
+            for _ in range(n_headers):
+                size, pos = read(body, pos)
+                if size < 0:
+                    raise InvalidRecordError(f"Invalid negative header key size {size}")
+                size, pos = read(body, pos + size)
+                if size > 0:
+                    pos += size
+        if pos != start + length:
+            raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
+                                     f"but instead read {pos - start}")
+        out.append(RecordInfo(base_offset + off_delta, h.base_timestamp + ts_delta if fixed_ts is None else fixed_ts,
+                              key_size if key_size >= 0 else -1, value_size if value_size >= 0 else -1))
+    if pos != end:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    return out
 
 
 def iter_records(batch: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[Record]:
