@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from protocol import apis, framing
@@ -65,7 +66,7 @@ class Broker:
             self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
             self.registry.save()
         self.logs = LogManager(self.log_dirs, self.base_log_config(),
-                               producer_id_expiration_ms=self.config["producer.id.expiration.ms"])
+                               producer_id_expiration_ms=self.effective_config()["producer.id.expiration.ms"])
         configs = {info.name: self.topic_log_config(info) for info in self.registry.topics.values()}
         self.logs.load(configs)
         for info in list(self.registry.topics.values()):
@@ -86,7 +87,8 @@ class Broker:
             asyncio.ensure_future(self._every(1.0, self.logs.run_flush)),
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                                               self.logs.checkpoint)),
-            asyncio.ensure_future(self._every(min(15.0, self.config["log.cleaner.backoff.ms"] / 1000), self._clean)),
+            asyncio.ensure_future(self._every(lambda: min(15.0, self.effective_config()["log.cleaner.backoff.ms"] / 1000),
+                                              self._clean)),
         ]
         log.info("Krait %s started: node.id=%d listeners=%s advertised=%s log.dirs=%s cluster.id=%s", VERSION,
                  self.node_id, ",".join(map(str, self.config.listeners)),
@@ -115,9 +117,9 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _every(self, seconds: float, fn) -> None:
+    async def _every(self, seconds: float | Callable[[], float], fn) -> None:
         while True:
-            await asyncio.sleep(max(0.05, seconds))
+            await asyncio.sleep(max(0.05, seconds() if callable(seconds) else seconds))
             try:
                 fn()
             except Exception:
@@ -145,6 +147,12 @@ class Broker:
             raise UnsupportedVersionError(f"{apis.api_name(h.api_key)} (key {h.api_key}) is not supported")
         req = framing.decode_request(h, frame)
         return handler(self, ctx, req)
+
+    def effective_config(self) -> BrokerConfig:
+        """The static config with the dynamic broker configs (AlterConfigs on the broker)
+        applied over it; ``self.config`` stays the static layer DescribeConfigs reports."""
+        reg = self.registry
+        return self.config.with_dynamic(reg.default_broker_configs, reg.broker_configs)
 
     # --- topics ---------------------------------------------------------------------------
     def base_log_config(self) -> LogConfig:

@@ -1,5 +1,7 @@
 """Broker configuration: server.properties keys with Kafka's names, defaults and
-validation, plus the mapping from broker-level `log.*` keys to topic-level defaults.
+validation, plus the mapping from broker-level `log.*` keys to topic-level defaults, and
+Kafka's rules for dynamic broker configs (which keys may change without a restart, at which
+level, how their values are checked and how they override the static ones).
 
 Unknown keys warn (Kafka logs "was supplied but isn't a known config"); invalid values
 stop start-up with a message naming the key.
@@ -8,6 +10,7 @@ stop start-up with a message naming the key.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +60,8 @@ BROKER_KEYS: dict[str, tuple] = {
     "log.segment.bytes": (_int, "1073741824"),
     "log.roll.ms": (_int, None),
     "log.roll.hours": (_int, "168"),
+    "log.roll.jitter.ms": (_int, None),
+    "log.roll.jitter.hours": (_int, "0"),
     "log.index.size.max.bytes": (_int, "10485760"),
     "log.index.interval.bytes": (_int, "4096"),
     "log.retention.ms": (_int, None),
@@ -75,10 +80,15 @@ BROKER_KEYS: dict[str, tuple] = {
     "log.cleaner.backoff.ms": (_int, "15000"),
     "log.cleaner.delete.retention.ms": (_int, "86400000"),
     "log.cleaner.min.compaction.lag.ms": (_int, "0"),
+    "log.cleaner.max.compaction.lag.ms": (_int, str(LONG_MAX)),
     "log.cleaner.min.cleanable.ratio": (float, "0.5"),
     "log.message.timestamp.type": (_str, "CreateTime"),
+    "log.message.timestamp.before.max.ms": (_int, str(LONG_MAX)),
+    "log.message.timestamp.after.max.ms": (_int, "3600000"),
+    "log.preallocate": (_bool, "false"),
     "compression.type": (_str, "producer"),
     "min.insync.replicas": (_int, "1"),
+    "unclean.leader.election.enable": (_bool, "false"),
     "offsets.topic.num.partitions": (_int, "50"),
     "offsets.topic.replication.factor": (_int, "3"),
     "offsets.topic.segment.bytes": (_int, "104857600"),
@@ -89,6 +99,7 @@ BROKER_KEYS: dict[str, tuple] = {
     "group.max.session.timeout.ms": (_int, "1800000"),
     "group.initial.rebalance.delay.ms": (_int, "3000"),
     "group.max.size": (_int, str(INT_MAX)),
+    "max.request.partition.size.limit": (_int, "2000"),
     "transactional.id.expiration.ms": (_int, "604800000"),
     "producer.id.expiration.ms": (_int, "86400000"),
     "cluster.id": (_str, None),
@@ -110,6 +121,7 @@ IGNORED_KEYS = {
 TOPIC_DEFAULT_SOURCES: dict[str, str] = {
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.index.bytes": "log.index.size.max.bytes",
     "index.interval.bytes": "log.index.interval.bytes",
     "retention.ms": "log.retention.ms",
@@ -120,12 +132,138 @@ TOPIC_DEFAULT_SOURCES: dict[str, str] = {
     "cleanup.policy": "log.cleanup.policy",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "max.message.bytes": "message.max.bytes",
     "compression.type": "compression.type",
     "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
+
+
+# Kafka's ConfigDef type of each key above (DescribeConfigs reports it; a dynamic value is
+# parsed by it). Kafka declares `listeners` and `log.dirs` as STRING, not LIST.
+BROKER_KEY_TYPES: dict[str, str] = {
+    "listeners": "STRING", "advertised.listeners": "STRING", "node.id": "INT", "broker.id": "INT",
+    "log.dirs": "STRING", "log.dir": "STRING", "num.partitions": "INT", "default.replication.factor": "INT",
+    "auto.create.topics.enable": "BOOLEAN", "delete.topic.enable": "BOOLEAN", "message.max.bytes": "INT",
+    "socket.request.max.bytes": "INT", "log.segment.bytes": "INT", "log.roll.ms": "LONG", "log.roll.hours": "INT",
+    "log.roll.jitter.ms": "LONG", "log.roll.jitter.hours": "INT", "log.index.size.max.bytes": "INT",
+    "log.index.interval.bytes": "INT", "log.retention.ms": "LONG", "log.retention.minutes": "INT",
+    "log.retention.hours": "INT", "log.retention.bytes": "LONG", "log.retention.check.interval.ms": "LONG",
+    "log.segment.delete.delay.ms": "LONG", "log.flush.interval.messages": "LONG", "log.flush.interval.ms": "LONG",
+    "log.flush.scheduler.interval.ms": "LONG", "log.flush.offset.checkpoint.interval.ms": "INT",
+    "log.flush.start.offset.checkpoint.interval.ms": "INT", "log.cleanup.policy": "LIST",
+    "log.cleaner.enable": "BOOLEAN", "log.cleaner.backoff.ms": "LONG", "log.cleaner.delete.retention.ms": "LONG",
+    "log.cleaner.min.compaction.lag.ms": "LONG", "log.cleaner.max.compaction.lag.ms": "LONG",
+    "log.cleaner.min.cleanable.ratio": "DOUBLE", "log.message.timestamp.type": "STRING",
+    "log.message.timestamp.before.max.ms": "LONG", "log.message.timestamp.after.max.ms": "LONG",
+    "log.preallocate": "BOOLEAN", "compression.type": "STRING", "min.insync.replicas": "INT",
+    "unclean.leader.election.enable": "BOOLEAN", "offsets.topic.num.partitions": "INT",
+    "offsets.topic.replication.factor": "SHORT", "offsets.topic.segment.bytes": "INT",
+    "offsets.retention.minutes": "INT", "offsets.retention.check.interval.ms": "LONG",
+    "offset.metadata.max.bytes": "INT", "group.min.session.timeout.ms": "INT", "group.max.session.timeout.ms": "INT",
+    "group.initial.rebalance.delay.ms": "INT", "group.max.size": "INT", "max.request.partition.size.limit": "INT", "transactional.id.expiration.ms": "INT",
+    "producer.id.expiration.ms": "INT", "cluster.id": "STRING",
+    "process.roles": "LIST", "controller.quorum.voters": "LIST", "controller.quorum.bootstrap.servers": "LIST",
+    "controller.listener.names": "STRING", "inter.broker.listener.name": "STRING",
+    "listener.security.protocol.map": "STRING", "socket.send.buffer.bytes": "INT",
+    "socket.receive.buffer.bytes": "INT", "transaction.state.log.replication.factor": "SHORT",
+    "transaction.state.log.min.isr": "INT", "share.coordinator.state.topic.replication.factor": "SHORT",
+    "share.coordinator.state.topic.min.isr": "SHORT", "zookeeper.connect": "STRING",
+    "zookeeper.connection.timeout.ms": "INT", "group.coordinator.rebalance.protocols": "LIST",
+}
+
+# Broker keys Kafka changes without a restart (DynamicBrokerConfig.AllDynamicConfigs, Kafka
+# 4.0) that Krait has no use for: name -> (Kafka type, Kafka default). AlterConfigs stores
+# them and DescribeConfigs reports them, as Kafka does; they change nothing here.
+DYNAMIC_ONLY_KEYS: dict[str, tuple[str, str | None]] = {
+    # SslConfigs.RECONFIGURABLE_CONFIGS: per listener only (listener.name.<l>.<key>)
+    "ssl.keystore.type": ("STRING", "JKS"), "ssl.keystore.location": ("STRING", None),
+    "ssl.keystore.password": ("PASSWORD", None), "ssl.key.password": ("PASSWORD", None),
+    "ssl.truststore.type": ("STRING", "JKS"), "ssl.truststore.location": ("STRING", None),
+    "ssl.truststore.password": ("PASSWORD", None), "ssl.keystore.certificate.chain": ("PASSWORD", None),
+    "ssl.keystore.key": ("PASSWORD", None), "ssl.truststore.certificates": ("PASSWORD", None),
+    # LogCleaner.ReconfigurableConfigs
+    "log.cleaner.threads": ("INT", "1"), "log.cleaner.dedupe.buffer.size": ("LONG", "134217728"),
+    "log.cleaner.io.buffer.load.factor": ("DOUBLE", "0.9"), "log.cleaner.io.buffer.size": ("INT", "524288"),
+    "log.cleaner.io.max.bytes.per.second": ("DOUBLE", "1.7976931348623157E308"),
+    # DynamicLogConfig: topic-config synonyms Krait's storage does not implement
+    "compression.gzip.level": ("INT", "-1"), "compression.lz4.level": ("INT", "9"),
+    "compression.zstd.level": ("INT", "3"), "log.local.retention.ms": ("LONG", "-2"),
+    "log.local.retention.bytes": ("LONG", "-2"),
+    # DynamicThreadPool, metrics, DynamicListenerConfig, SocketServer
+    "num.io.threads": ("INT", "8"), "num.replica.fetchers": ("INT", "1"),
+    "num.recovery.threads.per.data.dir": ("INT", "2"), "background.threads": ("INT", "10"),
+    "metric.reporters": ("LIST", "org.apache.kafka.common.metrics.JmxReporter"),
+    "principal.builder.class": ("CLASS", "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
+    "ssl.protocol": ("STRING", "TLSv1.3"), "ssl.provider": ("STRING", None), "ssl.cipher.suites": ("LIST", ""),
+    "ssl.enabled.protocols": ("LIST", "TLSv1.2,TLSv1.3"), "ssl.keymanager.algorithm": ("STRING", "SunX509"),
+    "ssl.trustmanager.algorithm": ("STRING", "PKIX"), "ssl.endpoint.identification.algorithm": ("STRING", "https"),
+    "ssl.secure.random.implementation": ("STRING", None), "ssl.client.auth": ("STRING", "none"),
+    "ssl.engine.factory.class": ("CLASS", None), "sasl.mechanism.inter.broker.protocol": ("STRING", "GSSAPI"),
+    "sasl.jaas.config": ("PASSWORD", None), "sasl.enabled.mechanisms": ("LIST", "GSSAPI"),
+    "sasl.kerberos.service.name": ("STRING", None), "sasl.kerberos.kinit.cmd": ("STRING", "/usr/bin/kinit"),
+    "sasl.kerberos.ticket.renew.window.factor": ("DOUBLE", "0.8"), "sasl.kerberos.ticket.renew.jitter": ("DOUBLE", "0.05"),
+    "sasl.kerberos.min.time.before.relogin": ("LONG", "60000"), "sasl.kerberos.principal.to.local.rules": ("LIST", "DEFAULT"),
+    "sasl.login.refresh.window.factor": ("DOUBLE", "0.8"), "sasl.login.refresh.window.jitter": ("DOUBLE", "0.05"),
+    "sasl.login.refresh.min.period.seconds": ("SHORT", "60"), "sasl.login.refresh.buffer.seconds": ("SHORT", "300"),
+    "max.connections": ("INT", str(INT_MAX)), "max.connection.creation.rate": ("INT", str(INT_MAX)),
+    "num.network.threads": ("INT", "3"), "max.connections.per.ip": ("INT", str(INT_MAX)),
+    "max.connections.per.ip.overrides": ("STRING", ""),
+    # DynamicProducerStateManagerConfig, DynamicRemoteLogConfig
+    "transaction.partition.verification.enable": ("BOOLEAN", "true"),
+    "remote.log.index.file.cache.total.size.bytes": ("LONG", "1073741824"), "remote.fetch.max.wait.ms": ("INT", "500"),
+    "remote.log.manager.copy.max.bytes.per.second": ("LONG", str(LONG_MAX)),
+    "remote.log.manager.fetch.max.bytes.per.second": ("LONG", str(LONG_MAX)),
+    "remote.list.offsets.request.timeout.ms": ("LONG", "30000"),
+}
+
+# QuotaConfig.brokerQuotaConfigs: accepted dynamically (DynamicConfig.Broker) although not
+# KafkaConfig keys, so Kafka lists them only once set, and as read-only.
+BROKER_QUOTA_KEYS: dict[str, tuple[str, str | None]] = {
+    "leader.replication.throttled.rate": ("LONG", str(LONG_MAX)),
+    "follower.replication.throttled.rate": ("LONG", str(LONG_MAX)),
+    "replica.alter.log.dirs.io.max.bytes.per.second": ("LONG", str(LONG_MAX)),
+}
+
+_SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.certificates"))
+_LISTENER_RECONFIGURABLE = frozenset({
+    "advertised.listeners", "listeners", "listener.security.protocol.map", "principal.builder.class",
+    "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+    "ssl.client.auth", "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
+    "sasl.enabled.mechanisms", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds", "max.connections", "max.connection.creation.rate", "num.network.threads",
+}) | _SSL_RECONFIGURABLE
+_CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+_LISTENER_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class",
+                               "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+
+#: Kafka's DynamicBrokerConfig.AllDynamicConfigs: what DescribeConfigs reports as not read-only.
+ALL_DYNAMIC_CONFIGS: frozenset[str] = (
+    frozenset(DYNAMIC_ONLY_KEYS) | frozenset(TOPIC_DEFAULT_SOURCES.values()) | _LISTENER_RECONFIGURABLE
+    | {"log.cleaner.backoff.ms", "producer.id.expiration.ms"})
+#: settable only on the broker's own resource (name = its id), never as a cluster-wide default
+PER_BROKER_CONFIGS: frozenset[str] = _LISTENER_RECONFIGURABLE - _CLUSTER_LEVEL_LISTENER_CONFIGS
+# Dynamic in Kafka, but Krait binds its listeners once at start-up: refused rather than
+# stored and silently not applied.
+KRAIT_RESTART_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+# Keys Krait knows to be Kafka's and not dynamic; others outside the dynamic sets are kept
+# as custom configs, as Kafka keeps them (it refuses only its own static keys).
+NON_DYNAMIC_CONFIGS: frozenset[str] = (frozenset(BROKER_KEYS) | frozenset(IGNORED_KEYS)) - ALL_DYNAMIC_CONFIGS
+
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
 
 class ConfigError(ValueError):
@@ -183,7 +321,7 @@ class BrokerConfig:
     originals: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_props(cls, props: Mapping[str, str]) -> BrokerConfig:
+    def from_props(cls, props: Mapping[str, str], *, warn_unknown: bool = True) -> BrokerConfig:
         values: dict[str, object] = {}
         for key, (parser, default) in BROKER_KEYS.items():
             raw = props.get(key, default)
@@ -194,8 +332,8 @@ class BrokerConfig:
                 values[key] = parser(str(raw))
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {raw!r} for configuration {key}: {exc}") from None
-        for key in props:
-            if key not in BROKER_KEYS and key not in IGNORED_KEYS:
+        for key in props if warn_unknown else ():
+            if broker_config_type(key) is None:
                 log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         cfg = cls(values, dict(props))
         cfg._validate()
@@ -258,17 +396,18 @@ class BrokerConfig:
                 v = self.retention_ms()
             elif topic_key == "segment.ms" and v is None:
                 v = int(self.values["log.roll.hours"]) * 3_600_000
+            elif topic_key == "segment.jitter.ms" and v is None:
+                v = int(self.values["log.roll.jitter.hours"]) * 3_600_000
             elif topic_key == "flush.ms" and v is None:
                 v = LONG_MAX
             if v is None:
                 continue
-            out[topic_key] = ",".join(v) if isinstance(v, list) else str(v)
+            out[topic_key] = ",".join(v) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
         return out
 
-    def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
-        props = dict(self.originals)
-        props.update(overrides)
-        return BrokerConfig.from_props(props)
+    def with_dynamic(self, default: Mapping[str, str], per_broker: Mapping[str, str]) -> BrokerConfig:
+        """The config in force once dynamic configs apply over these static ones."""
+        return BrokerConfig.from_props(merge_dynamic(self.originals, default, per_broker), warn_unknown=False)
 
 
 def new_cluster_id() -> str:
@@ -276,3 +415,185 @@ def new_cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+# --- dynamic broker configs (Kafka's DynamicBrokerConfig) -------------------------------------
+
+#: Kafka's defaults of the keys above (KafkaConfig.defaultValues: keys without one are absent)
+BROKER_DEFAULTS: dict[str, str] = {
+    **{k: d for k, (_, d) in BROKER_KEYS.items() if d is not None},
+    **{k: d for k, (_, d) in DYNAMIC_ONLY_KEYS.items() if d is not None},
+}
+
+_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+_AT_LEAST = {
+    "message.max.bytes": 0, "log.segment.bytes": 14, "log.index.size.max.bytes": 4, "log.index.interval.bytes": 0,
+    "log.flush.interval.messages": 1, "log.segment.delete.delay.ms": 0, "min.insync.replicas": 1,
+    "log.message.timestamp.before.max.ms": 0, "log.message.timestamp.after.max.ms": 0, "log.cleaner.threads": 0,
+    "log.cleaner.io.buffer.size": 0, "log.cleaner.backoff.ms": 0, "log.cleaner.delete.retention.ms": 0,
+    "log.cleaner.min.compaction.lag.ms": 0, "log.cleaner.max.compaction.lag.ms": 1, "num.io.threads": 1,
+    "num.network.threads": 1, "background.threads": 1, "num.recovery.threads.per.data.dir": 1,
+    "max.connections": 0, "max.connections.per.ip": 0, "max.connection.creation.rate": 0,
+    "producer.id.expiration.ms": 1,
+}
+_AT_MOST = {"log.cleaner.min.cleanable.ratio": 1}
+_ONE_OF = {
+    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "log.cleanup.policy": ("compact", "delete"),
+}
+_RANGES = {"SHORT": 1 << 15, "INT": 1 << 31, "LONG": 1 << 63}
+_THREAD_POOLS = ("num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads",
+                 "num.network.threads")
+_CLEANER_RECONFIGURABLE = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+                           "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
+                           "log.cleaner.backoff.ms")
+
+
+def broker_config_synonyms(name: str, match_listener_override: bool) -> list[str]:
+    """Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the keys that set the same value,
+    highest precedence first."""
+    for group in _SYNONYM_GROUPS:
+        if name in group:
+            return list(group)
+    if name == "log.flush.interval.ms":  # the scheduler interval is its default
+        return [name, "log.flush.scheduler.interval.ms"]
+    m = _LISTENER_CONFIG.fullmatch(name)
+    if m and match_listener_override:
+        base = m.group(1)
+        return [name, next((c for c in _LISTENER_MECHANISM_CONFIGS if base.endswith(c)), base)]
+    return [name]
+
+
+def _type_exact(name: str) -> str | None:
+    spec = DYNAMIC_ONLY_KEYS.get(name) or BROKER_QUOTA_KEYS.get(name)
+    return BROKER_KEY_TYPES.get(name) or (spec[0] if spec else None)
+
+
+def broker_config_type(name: str) -> str | None:
+    """Kafka's ConfigDef type of a broker key (a listener override has its base key's), or
+    None for a key Kafka does not define (which DescribeConfigs then treats as sensitive)."""
+    for n in [name, *broker_config_synonyms(name, match_listener_override=True)]:
+        t = _type_exact(n)
+        if t is not None:
+            return t
+    return None
+
+
+def _check_value(name: str, raw: str) -> None:
+    """Kafka's ConfigDef.parse of one dynamic value: its type, then its validator."""
+    kind = _type_exact(name)
+    if kind is None:
+        return  # custom keys are Kafka's to keep, not to check
+    s = raw.strip()
+    value: object = s
+
+    def bad(message: str, shown: object = raw) -> ConfigError:
+        return ConfigError(f"Invalid value {shown} for configuration {name}: {message}")
+
+    if kind in _RANGES:
+        try:
+            value = int(s)
+        except ValueError:
+            raise bad(f"Not a number of type {kind}") from None
+        if not -_RANGES[kind] <= value < _RANGES[kind]:
+            raise bad(f"Not a number of type {kind}")
+    elif kind == "DOUBLE":
+        try:
+            value = float(s)
+        except ValueError:
+            raise bad("Not a number of type DOUBLE") from None
+    elif kind == "BOOLEAN":
+        if s.lower() not in ("true", "false"):
+            raise bad("Expected value to be either true or false")
+    if name in _AT_LEAST and value < _AT_LEAST[name]:  # type: ignore[operator]
+        raise bad(f"Value must be at least {_AT_LEAST[name]}", value)
+    if name in _AT_MOST and value > _AT_MOST[name]:  # type: ignore[operator]
+        raise bad(f"Value must be no more than {_AT_MOST[name]}", value)
+    if name in _ONE_OF:
+        items = [s] if kind != "LIST" else [x.strip() for x in s.split(",")] if s else []
+        for item in items:
+            if item not in _ONE_OF[name]:
+                raise bad(f"String must be one of: {', '.join(_ONE_OF[name])}", item)
+
+
+def _kafka_set(names: list[str]) -> str:
+    return f"Set({', '.join(names)})"  # how Scala prints the set Kafka's message names
+
+
+def validate_dynamic_configs(props: Mapping[str, str], per_broker: bool) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs for the whole dynamic config of one
+    resource (the broker's id if ``per_broker``, else the cluster-wide default); raises
+    ConfigError with Kafka's message."""
+    def refuse(names: list[str], message: str) -> None:
+        if names:
+            raise ConfigError(f"{message}: {_kafka_set(names)}")
+
+    refuse([k for k in props if k in NON_DYNAMIC_CONFIGS], "Cannot update these configs dynamically")
+    refuse([k for k in props if k in KRAIT_RESTART_ONLY],
+           "Cannot update these configs dynamically (Krait binds its listeners at start-up)")
+    refuse([k for k in props if k in _SSL_RECONFIGURABLE],
+           "These security configs can be dynamically updated only per-listener using the listener prefix")
+    for k, v in props.items():
+        m = _LISTENER_CONFIG.fullmatch(k)
+        _check_value(m.group(1) if m else k, v)
+    if not per_broker:
+        def per_broker_only(k: str) -> bool:
+            m = _LISTENER_CONFIG.fullmatch(k)
+            return k in PER_BROKER_CONFIGS or bool(m and m.group(1) not in _CLUSTER_LEVEL_LISTENER_CONFIGS)
+
+        refuse([k for k in props if per_broker_only(k)],
+               "Cannot update these configs at default cluster level, broker id must be specified")
+
+
+def validate_reconfiguration(old: Mapping[str, str], new: Mapping[str, str]) -> None:
+    """The checks Kafka's reconfigurable components make on a change of the config in force
+    (thread pools may at most halve or double, ...). ``old`` and ``new`` are the merged
+    props (see merge_dynamic); raises ConfigError with Kafka's message."""
+    def get(props: Mapping[str, str], key: str) -> int:
+        return int(props.get(key, BROKER_DEFAULTS[key]))
+
+    def check() -> None:
+        for key in _THREAD_POOLS:
+            n, o = get(new, key), get(old, key)
+            if n != o:
+                msg = f"Dynamic thread count update validation failed for {key}={n}"
+                if n <= 0:
+                    raise ValueError(f"{msg}, value should be at least 1")
+                if n < o // 2:
+                    raise ValueError(f"{msg}, value should be at least half the current value {o}")
+                if n > o * 2:
+                    raise ValueError(f"{msg}, value should not be greater than double the current value {o}")
+        if any(new.get(k) != old.get(k) for k in _CLEANER_RECONFIGURABLE):
+            n, o = get(new, "log.cleaner.threads"), get(old, "log.cleaner.threads")
+            if n < 1:
+                raise ValueError("Log cleaner threads should be at least 1")
+            if n < o // 2:
+                raise ValueError(f"Log cleaner threads cannot be reduced to less than half the current value {o}")
+            if n > o * 2:
+                raise ValueError(f"Log cleaner threads cannot be increased to more than double the current value {o}")
+
+    try:
+        check()
+    except ValueError as exc:
+        # Kafka wraps these in ConfigException("Invalid dynamic configuration", e), which
+        # Java resolves to its (name, value) constructor: hence this odd message.
+        raise ConfigError(f"Invalid value org.apache.kafka.common.config.ConfigException: {exc} "
+                          "for configuration Invalid dynamic configuration") from None
+
+
+def merge_dynamic(static: Mapping[str, str], default: Mapping[str, str], per_broker: Mapping[str, str]) -> dict[str, str]:
+    """Static props overridden by the cluster-wide dynamic default, then by this broker's
+    dynamic configs. A dynamic key drops its static synonyms, so that a dynamic
+    log.retention.ms beats a static log.retention.hours (Kafka's overrideProps)."""
+    props = dict(static)
+    for layer in (default, per_broker):
+        for k, v in layer.items():
+            for syn in broker_config_synonyms(k, match_listener_override=False):
+                props.pop(syn, None)
+            props[k] = v
+    return props

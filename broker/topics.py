@@ -1,5 +1,6 @@
 """The topic registry: every topic's id, partition count and config overrides, plus the
-broker's dynamic config overrides, persisted as one JSON document in the first log dir.
+dynamic broker configs (this broker's own and the cluster-wide defaults), persisted as one
+JSON document in the first log dir.
 
 Apache Kafka keeps this in its metadata log (KRaft); a single broker needs only a small
 document written atomically (tmp + fsync + rename). Partition data lives in storage/.
@@ -8,6 +9,7 @@ document written atomically (tmp + fsync + rename). Partition data lives in stor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -18,6 +20,8 @@ METADATA_FILE = "krait-metadata.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
+
+log = logging.getLogger("krait.topics")
 
 
 def topic_name_error(name: str) -> str | None:
@@ -50,7 +54,10 @@ class TopicRegistry:
         self.path = Path(log_dir) / METADATA_FILE
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        #: dynamic configs of this broker (resource name = its id): DYNAMIC_BROKER_CONFIG
         self.broker_configs: dict[str, str] = {}
+        #: cluster-wide dynamic defaults (resource name ""): DYNAMIC_DEFAULT_BROKER_CONFIG
+        self.default_broker_configs: dict[str, str] = {}
         self.cluster_id: str | None = None
         self.next_producer_id_block = 0
         #: bumped on every change so cached Metadata responses can be invalidated
@@ -61,7 +68,8 @@ class TopicRegistry:
             return
         doc = json.loads(self.path.read_text())
         self.cluster_id = doc.get("cluster_id")
-        self.broker_configs = dict(doc.get("broker_configs", {}))
+        self.broker_configs = _valid_dynamic(doc.get("broker_configs", {}), per_broker=True)
+        self.default_broker_configs = _valid_dynamic(doc.get("default_broker_configs", {}), per_broker=False)
         self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
         for name, t in doc.get("topics", {}).items():
             info = TopicInfo(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
@@ -74,6 +82,7 @@ class TopicRegistry:
             "version": 1,
             "cluster_id": self.cluster_id,
             "broker_configs": self.broker_configs,
+            "default_broker_configs": self.default_broker_configs,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {
                 t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
@@ -91,11 +100,10 @@ class TopicRegistry:
 
     def broker_configs_as_topic_defaults(self) -> dict[str, str]:
         """Dynamic broker configs (AlterConfigs on the broker) that change topic defaults,
-        renamed to their topic-level keys (log.retention.ms -> retention.ms, ...)."""
-        from .config import TOPIC_DEFAULT_SOURCES
-
-        reverse = {b: t for t, b in TOPIC_DEFAULT_SOURCES.items()}
-        return {reverse[k]: v for k, v in self.broker_configs.items() if k in reverse}
+        renamed to their topic-level keys (log.retention.ms -> retention.ms, ...); this
+        broker's own win over the cluster-wide defaults. Only the first broker synonym of a
+        topic config is dynamic in Kafka, so these simply replace the static defaults."""
+        return dynamic_topic_defaults(self.default_broker_configs, self.broker_configs)
 
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
@@ -114,3 +122,33 @@ class TopicRegistry:
             self.save()
         return info
 
+
+
+def dynamic_topic_defaults(default: dict[str, str], per_broker: dict[str, str]) -> dict[str, str]:
+    """Topic-config defaults set by dynamic broker configs, under their topic-level names."""
+    from .config import TOPIC_DEFAULT_SOURCES
+
+    merged = {**default, **per_broker}
+    return {t: merged[b] for t, b in TOPIC_DEFAULT_SOURCES.items() if b in merged}
+
+
+def _valid_dynamic(configs: dict[str, str], per_broker: bool) -> dict[str, str]:
+    """Persisted dynamic configs that are still valid; as Kafka does, others are logged and
+    ignored rather than stopping the broker (a Krait upgrade may refuse a key it accepted)."""
+    from storage.config import LogConfig
+
+    from .config import TOPIC_DEFAULT_SOURCES, ConfigError, validate_dynamic_configs
+
+    reverse = {b: t for t, b in TOPIC_DEFAULT_SOURCES.items()}
+    out = {}
+    for k, v in configs.items():
+        try:
+            validate_dynamic_configs({k: v}, per_broker)
+            if k in reverse:
+                LogConfig.from_props({reverse[k]: v})
+        except (ConfigError, ValueError) as exc:
+            log.error("Dynamic %s config %s is invalid and will be ignored: %s",
+                      "broker" if per_broker else "default cluster", k, exc)
+            continue
+        out[str(k)] = str(v)
+    return out

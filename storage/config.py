@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LogConfig", "LONG_MAX", "TOPIC_CONFIG_NAMES"]
@@ -53,11 +53,19 @@ def _parse_bool(key: str, s: str) -> bool:
     return v == "true"
 
 
-def _parse_policy(key: str, s: str) -> frozenset[str]:
-    items = frozenset(x.strip() for x in s.split(",") if x.strip())
-    bad = items - {"delete", "compact"}
-    if bad:
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: String must be one of: compact, delete")
+def _parse_list(s: str) -> tuple[str, ...]:
+    """Kafka's ConfigDef LIST parsing: comma-separated, trimmed, order and duplicates kept."""
+    s = s.strip()
+    return tuple(x.strip() for x in s.split(",")) if s else ()
+
+
+def _parse_policy(key: str, s: str) -> tuple[str, ...]:
+    # Order and duplicates are kept as given (Kafka 4.0's ValidList checks only membership,
+    # and an empty list, meaning neither deletion nor compaction, is allowed).
+    items = _parse_list(s)
+    for item in items:
+        if item not in ("compact", "delete"):
+            raise ValueError(f"Invalid value {item} for configuration {key}: String must be one of: compact, delete")
     return items
 
 
@@ -90,8 +98,8 @@ def _between(lo: float, hi: float) -> Callable[[str, Any], None]:
 def _render(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, frozenset):
-        return ",".join(sorted(v))
+    if isinstance(v, tuple):
+        return ",".join(v)
     return str(v)
 
 
@@ -106,7 +114,8 @@ class LogConfig:
     index_interval_bytes: int = 4096
     retention_ms: int = 604800000
     retention_bytes: int = -1
-    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))
+    #: in the order configured (DescribeConfigs shows it so); test membership, never order
+    cleanup_policy: tuple[str, ...] = ("delete",)
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
@@ -122,6 +131,12 @@ class LogConfig:
     preallocate: bool = False
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+
+    def __post_init__(self) -> None:
+        # Sets are accepted for convenience; they have no order of their own, so sort them.
+        p = self.cleanup_policy
+        if not isinstance(p, tuple):
+            object.__setattr__(self, "cleanup_policy", tuple(sorted(p) if isinstance(p, (set, frozenset)) else p))
 
     @property
     def compact(self) -> bool:

@@ -1,18 +1,44 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic and broker
-resources. Topic overrides and dynamic broker configs are persisted in the topic
-registry; topic defaults follow the broker's log.* settings, as in Kafka."""
+resources, with Kafka's semantics.
+
+Topic overrides and dynamic broker configs are persisted in the topic registry. A broker
+resource named with this broker's id holds its own dynamic configs (DYNAMIC_BROKER_CONFIG);
+the one named "" holds the cluster-wide defaults (DYNAMIC_DEFAULT_BROKER_CONFIG). A value
+comes from, in order: a topic override, this broker's dynamic config, the cluster-wide
+dynamic default, server.properties (STATIC_BROKER_CONFIG), Kafka's default; DescribeConfigs
+lists synonyms in that order. What Kafka can change without a restart is accepted (see
+broker/config.py); what Krait uses of it (the log.* topic defaults, message.max.bytes, ...)
+applies at once to every partition.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
+from storage.config import LogConfig
 
-from ..config import BROKER_KEYS, TOPIC_DEFAULT_SOURCES
+from ..config import (
+    ALL_DYNAMIC_CONFIGS,
+    BROKER_DEFAULTS,
+    BROKER_KEY_TYPES,
+    BROKER_KEYS,
+    DYNAMIC_ONLY_KEYS,
+    TOPIC_DEFAULT_SOURCES,
+    ConfigError,
+    broker_config_synonyms,
+    broker_config_type,
+    merge_dynamic,
+    validate_dynamic_configs,
+    validate_reconfiguration,
+)
 from ..errors import ApiError
+from ..topics import dynamic_topic_defaults
 from . import handles
 
 if TYPE_CHECKING:
@@ -22,71 +48,92 @@ if TYPE_CHECKING:
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # ConfigSource
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
-# ConfigType
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+# ConfigType, by Kafka's ConfigDef.Type name
+_CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8,
+                    "PASSWORD": 9}
+# AlterConfigOp.OpType
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
 _TOPIC_TYPES = {
-    "cleanup.policy": LIST, "compression.type": STRING, "message.timestamp.type": STRING,
-    "min.cleanable.dirty.ratio": DOUBLE, "preallocate": BOOLEAN, "unclean.leader.election.enable": BOOLEAN,
-    "segment.bytes": INT, "segment.index.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
-    "min.insync.replicas": INT,
+    "cleanup.policy": "LIST", "compression.type": "STRING", "message.timestamp.type": "STRING",
+    "min.cleanable.dirty.ratio": "DOUBLE", "preallocate": "BOOLEAN", "unclean.leader.election.enable": "BOOLEAN",
+    "segment.bytes": "INT", "segment.index.bytes": "INT", "index.interval.bytes": "INT", "max.message.bytes": "INT",
+    "min.insync.replicas": "INT", "leader.replication.throttled.replicas": "LIST",
+    "follower.replication.throttled.replicas": "LIST",
 }
-# Broker keys that may change at run time (they only feed topic defaults).
-DYNAMIC_BROKER_KEYS = set(TOPIC_DEFAULT_SOURCES.values()) | {"log.retention.ms", "log.roll.ms"}
+# Kafka's ConfigDef defaults of the LIST topic configs: what APPEND/SUBTRACT start from
+# when the topic has no override (not the broker's log.* default: Kafka's controller
+# reads the schema default).
+_TOPIC_LIST_DEFAULTS = {"cleanup.policy": "delete", "leader.replication.throttled.replicas": "",
+                        "follower.replication.throttled.replicas": ""}
 
 
-def _topic_configs(broker: Broker, name: str, keys, synonyms: bool) -> list[dict]:
-    info = broker.registry.get(name)
-    if info is None:
-        raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+# --- DescribeConfigs ------------------------------------------------------------------------
+
+def _synonyms(broker: Broker, name: str, names: list[str], sensitive: bool) -> list[dict]:
+    """Kafka's ConfigHelper.configSynonyms: every layer that sets one of ``names``, highest
+    precedence first, starting at ``name`` itself (a higher-precedence synonym of another
+    name, e.g. log.retention.ms when describing log.retention.hours, is dropped)."""
+    reg = broker.registry
+    layers = ((reg.broker_configs, DYNAMIC_BROKER_CONFIG), (reg.default_broker_configs, DYNAMIC_DEFAULT_BROKER_CONFIG),
+              (broker.config.originals, STATIC_BROKER_CONFIG), (BROKER_DEFAULTS, DEFAULT_CONFIG))
+    out = [dict(name=n, value=None if sensitive else str(layer[n]), source=source)
+           for layer, source in layers for n in names if n in layer]
+    while out and out[0]["name"] != name:
+        out.pop(0)
+    return out
+
+
+def topic_config_entries(broker: Broker, info: Any, keys: Iterable[str] | None = None,
+                         include_synonyms: bool = False) -> list[dict]:
+    """A topic's DescribeConfigs entries (also what CreateTopics returns)."""
     cfg = broker.topic_log_config(info)
-    reverse = TOPIC_DEFAULT_SOURCES
     out = []
     for key, value in sorted(cfg.to_props().items()):
         if keys and key not in keys:
             continue
-        broker_key = reverse.get(key)
-        syn = []
+        broker_key = TOPIC_DEFAULT_SOURCES.get(key)
+        syn = _synonyms(broker, broker_key, broker_config_synonyms(broker_key, True), False) if broker_key else []
         if key in info.configs:
-            source = DYNAMIC_TOPIC_CONFIG
-            syn.append(dict(name=key, value=info.configs[key], source=DYNAMIC_TOPIC_CONFIG))
-        elif broker_key and broker_key in broker.registry.broker_configs:
-            source = DYNAMIC_BROKER_CONFIG
-        elif broker_key and broker_key in broker.config.originals:
-            source = STATIC_BROKER_CONFIG
-        else:
-            source = DEFAULT_CONFIG
-        if broker_key and broker_key in broker.config.originals:
-            syn.append(dict(name=broker_key, value=broker.config.originals[broker_key], source=STATIC_BROKER_CONFIG))
-        out.append(dict(name=key, value=value, read_only=False, config_source=source, is_sensitive=False,
-                        synonyms=syn if synonyms else [], config_type=_TOPIC_TYPES.get(key, LONG),
+            syn.insert(0, dict(name=key, value=value, source=DYNAMIC_TOPIC_CONFIG))
+        out.append(dict(name=key, value=value, read_only=False, config_source=syn[0]["source"] if syn else DEFAULT_CONFIG,
+                        is_sensitive=False, synonyms=syn if include_synonyms else [],
+                        config_type=_CONFIG_TYPE_IDS[_TOPIC_TYPES.get(key, "LONG")], documentation=None))
+    return out
+
+
+def _broker_config_entries(broker: Broker, per_broker: bool, keys: Iterable[str] | None,
+                           include_synonyms: bool) -> list[dict]:
+    """Kafka's ConfigHelper for a broker resource: every config in force for this broker's
+    id, only the cluster-wide dynamic defaults for ""."""
+    reg = broker.registry
+    if per_broker:
+        names = (set(BROKER_KEYS) | set(DYNAMIC_ONLY_KEYS) | set(broker.config.originals)
+                 | set(reg.default_broker_configs) | set(reg.broker_configs))
+        in_force = merge_dynamic(broker.config.originals, reg.default_broker_configs, reg.broker_configs)
+    else:
+        names = set(reg.default_broker_configs)
+        in_force = reg.default_broker_configs
+    out = []
+    for name in sorted(names):
+        if keys and name not in keys:
+            continue
+        kind = broker_config_type(name)
+        # Kafka hides what it cannot type as well as passwords
+        sensitive = kind is None or kind == "PASSWORD"
+        syn = _synonyms(broker, name, broker_config_synonyms(name, True), sensitive)
+        if not per_broker:
+            syn = [s for s in syn if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        value = in_force.get(name, BROKER_DEFAULTS.get(name) if per_broker else None)
+        out.append(dict(name=name, value=None if sensitive or value is None else str(value),
+                        read_only=name not in ALL_DYNAMIC_CONFIGS,
+                        config_source=syn[0]["source"] if syn else DEFAULT_CONFIG, is_sensitive=sensitive,
+                        synonyms=syn if include_synonyms else [], config_type=_CONFIG_TYPE_IDS.get(kind or "", 0),
                         documentation=None))
     return out
-
-
-def _broker_configs(broker: Broker, keys, synonyms: bool) -> list[dict]:
-    out = []
-    dyn = broker.registry.broker_configs
-    for key, (parser, default) in sorted(BROKER_KEYS.items()):
-        if keys and key not in keys:
-            continue
-        if key in dyn:
-            value, source = dyn[key], DYNAMIC_BROKER_CONFIG
-        elif key in broker.config.originals:
-            value, source = broker.config.originals[key], STATIC_BROKER_CONFIG
-        else:
-            value, source = default, DEFAULT_CONFIG
-        ctype = BOOLEAN if parser.__name__ == "_bool" else LIST if parser.__name__ == "_list" else \
-            STRING if parser.__name__ == "_str" else DOUBLE if parser is float else LONG
-        out.append(dict(name=key, value=value, read_only=key not in DYNAMIC_BROKER_KEYS, config_source=source,
-                        is_sensitive=False, synonyms=[dict(name=key, value=value, source=source)] if synonyms else [],
-                        config_type=ctype, documentation=None))
-    return out
-
-
-def _check_broker_name(broker: Broker, name: str) -> None:
-    if name not in ("", str(broker.node_id)):
-        raise ApiError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id} but received {name}")
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
@@ -98,87 +145,163 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                      resource_name=r.resource_name, configs=[])
         try:
             if r.resource_type == TOPIC:
-                entry["configs"] = _topic_configs(broker, r.resource_name, keys, req.include_synonyms)
+                info = broker.registry.get(r.resource_name)
+                if info is None:
+                    raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+                entry["configs"] = topic_config_entries(broker, info, keys, req.include_synonyms)
             elif r.resource_type == BROKER:
-                _check_broker_name(broker, r.resource_name)
-                entry["configs"] = _broker_configs(broker, keys, req.include_synonyms)
+                if r.resource_name:
+                    _check_broker_id(broker, r.resource_name, "Broker id must be an integer, but it is: {}",
+                                     "Unexpected broker id, expected {} or empty string, but received {}")
+                entry["configs"] = _broker_config_entries(broker, bool(r.resource_name), keys, req.include_synonyms)
             elif r.resource_type == BROKER_LOGGER:
-                entry["configs"] = []
+                if not r.resource_name:
+                    raise ApiError(ErrorCode.invalid_request, "Broker id must not be empty")
+                _check_broker_id(broker, r.resource_name, "Broker id must be an integer, but it is: {}",
+                                 "Unexpected broker id, expected {} but received {}")
             else:
-                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
+                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type: {r.resource_type}")
         except ApiError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     return make(apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results)
 
 
-def _apply_broker(broker: Broker, new: dict[str, str], validate_only: bool) -> None:
-    bad = [k for k in new if k not in DYNAMIC_BROKER_KEYS]
-    if bad:
-        raise ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {sorted(bad)}")
+def _check_broker_id(broker: Broker, name: str, not_int: str, mismatch: str) -> None:
     try:
-        broker.config.with_overrides(new)
-    except ValueError as exc:
-        raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+        node = int(name)
+    except ValueError:
+        raise ApiError(ErrorCode.invalid_request, not_int.format(name)) from None
+    if node != broker.node_id:
+        raise ApiError(ErrorCode.invalid_request, mismatch.format(broker.node_id, name))
+
+
+# --- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
+
+def _java_split(s: str) -> list[str]:
+    """Java's String.split(","), which Kafka uses on APPEND/SUBTRACT values: trailing empty
+    parts are dropped, but "" splits to [""]."""
+    if "," not in s:
+        return [s]
+    parts = s.split(",")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _incremental(current: dict[str, str], ops: Any, list_default: Any, not_list: Any) -> dict[str, str]:
+    """Kafka's controller (ConfigurationControlManager.incrementalAlterConfigResource): SET,
+    DELETE, and on LIST configs APPEND (values not yet present, in order, after the current
+    ones) and SUBTRACT (first occurrence of each value). ``list_default(name)`` is the
+    config's default if it is a LIST, else None; ``not_list(op, name)`` the error if not."""
+    for c in ops:
+        op = c.config_operation
+        if op == SET:
+            current[c.name] = c.value
+        elif op == DELETE:
+            current.pop(c.name, None)
+        elif op in (APPEND, SUBTRACT):
+            default = list_default(c.name)
+            if default is None:
+                raise not_list(op, c.name)
+            base = current.get(c.name, default)
+            parts = [p for p in base.split(",") if p]
+            for v in _java_split(c.value):
+                if op == APPEND and v not in parts:
+                    parts.append(v)
+                elif op == SUBTRACT and v in parts:
+                    parts.remove(v)
+            current[c.name] = ",".join(parts)
+        else:
+            raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {op}")
+    return current
+
+
+def _alter_topic(broker: Broker, r: Any, incremental: bool, validate_only: bool) -> None:
+    info = broker.registry.get(r.resource_name)
+    if info is None:
+        raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+    if incremental:
+        new = _incremental(dict(info.configs), r.configs, _TOPIC_LIST_DEFAULTS.get, lambda op, name: ApiError(
+            ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
+    else:
+        new = {c.name: c.value for c in r.configs}
+    broker.alter_topic_configs(r.resource_name, new, validate_only=validate_only)
+
+
+def _broker_list_default(name: str) -> str | None:
+    # Kafka looks the exact name up among its KafkaConfig keys (no listener overrides, no
+    # custom keys) and fails on others
+    kind = BROKER_KEY_TYPES.get(name) or DYNAMIC_ONLY_KEYS.get(name, (None,))[0]
+    if kind is None:
+        raise ApiError(ErrorCode.invalid_config, f"Unknown config name: {name}")
+    return BROKER_DEFAULTS.get(name, "") if kind == "LIST" else None
+
+
+def _alter_broker(broker: Broker, r: Any, incremental: bool, validate_only: bool) -> None:
+    per_broker = r.resource_name != ""
+    if per_broker:
+        _check_broker_id(broker, r.resource_name, "Node id must be an integer, but it is: {}",
+                         "Unexpected broker id, expected {}, but received {}")
+    reg = broker.registry
+    current = reg.broker_configs if per_broker else reg.default_broker_configs
+    if incremental:
+        new = _incremental(dict(current), r.configs, _broker_list_default, lambda op, name: ApiError(
+            ErrorCode.invalid_config,
+            f"Config value {'append' if op == APPEND else 'subtract'} is not allowed for config key: {name}"))
+    else:
+        new = {c.name: c.value for c in r.configs}
+    default, own = (reg.default_broker_configs, new) if per_broker else (new, reg.broker_configs)
+    try:
+        validate_dynamic_configs(new, per_broker)
+        validate_reconfiguration(merge_dynamic(broker.config.originals, reg.default_broker_configs, reg.broker_configs),
+                                 merge_dynamic(broker.config.originals, default, own))
+        in_force = broker.config.with_dynamic(default, own)  # Krait's own checks of what it uses
+        LogConfig.from_props({**broker.default_topic_props, **dynamic_topic_defaults(default, own)}, strict=False)
+    except (ConfigError, ValueError) as exc:
+        # INVALID_REQUEST, not INVALID_CONFIG: Kafka keeps it for compatibility (KAFKA-13609)
+        raise ApiError(ErrorCode.invalid_request, str(exc)) from None
     if validate_only:
         return
-    broker.registry.broker_configs = dict(new)
-    broker.registry.save()
-    for info in broker.registry.topics.values():
+    if per_broker:
+        reg.broker_configs = new
+    else:
+        reg.default_broker_configs = new
+    reg.save()
+    broker.logs.default_config = broker.base_log_config()
+    for info in reg.topics.values():
         broker.logs.update_config(info.name, broker.topic_log_config(info))
+    broker.logs.producer_id_expiration_ms = int(in_force["producer.id.expiration.ms"])
 
 
-def _alter(broker: Broker, ctx, req, incremental: bool):
+def _alter(broker: Broker, ctx: RequestContext, req: Any, incremental: bool) -> Any:
+    ids = Counter((r.resource_type, r.resource_name) for r in req.resources)
     results = []
     for r in req.resources:
         entry = dict(error_code=ErrorCode.none, error_message=None, resource_type=r.resource_type,
                      resource_name=r.resource_name)
         try:
+            if ids[(r.resource_type, r.resource_name)] > 1:
+                raise ApiError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                raise ApiError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+            nulls = [c.name for c in r.configs if c.value is None and not (incremental and c.config_operation == DELETE)]
+            if nulls:
+                raise ApiError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
             if r.resource_type == TOPIC:
-                info = broker.registry.get(r.resource_name)
-                if info is None:
-                    raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
-                current = dict(info.configs) if incremental else {}
-                new = _merge(current, r.configs, incremental, broker.topic_log_config(info).to_props())
-                broker.alter_topic_configs(r.resource_name, new, validate_only=req.validate_only)
+                _alter_topic(broker, r, incremental, req.validate_only)
             elif r.resource_type == BROKER:
-                _check_broker_name(broker, r.resource_name)
-                current = dict(broker.registry.broker_configs) if incremental else {}
-                new = _merge(current, r.configs, incremental, {})
-                _apply_broker(broker, new, req.validate_only)
-            elif r.resource_type == BROKER_LOGGER:
-                pass
+                _alter_broker(broker, r, incremental, req.validate_only)
+            elif r.resource_type == BROKER_LOGGER and incremental:
+                pass  # log levels are not Kafka's log4j loggers here; accepted and ignored
             else:
-                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
+                raise ApiError(ErrorCode.invalid_request, f"Unknown resource type {r.resource_type}")
         except ApiError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
     return make(apis.response_type(api, ctx.version), throttle_time=0, responses=results)
-
-
-def _merge(current: dict[str, str], ops, incremental: bool, effective: dict[str, str]) -> dict[str, str]:
-    """Apply AlterConfigs (replace all) or IncrementalAlterConfigs (SET/DELETE/APPEND/SUBTRACT)."""
-    if not incremental:
-        return {c.name: c.value for c in ops if c.value is not None}
-    for c in ops:
-        op = c.config_operation
-        if op == 0:
-            current[c.name] = c.value
-        elif op == 1:
-            current.pop(c.name, None)
-        elif op in (2, 3):
-            base = current.get(c.name, effective.get(c.name, ""))
-            items = [x for x in base.split(",") if x]
-            vals = [x for x in (c.value or "").split(",") if x]
-            if op == 2:
-                items += [v for v in vals if v not in items]
-            else:
-                items = [x for x in items if x not in vals]
-            current[c.name] = ",".join(items)
-        else:
-            raise ApiError(ErrorCode.invalid_request, f"Unknown config operation {op}")
-    return current
 
 
 @handles(ApiKey.ALTER_CONFIGS)

@@ -11,19 +11,11 @@ from protocol.errors import ErrorCode
 
 from ..errors import ApiError
 from . import handles
+from .configs import topic_config_entries
 
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..server import RequestContext
-
-
-def _config_entries(broker: Broker, info) -> list[dict]:
-    cfg = broker.topic_log_config(info)
-    out = []
-    for name, value in sorted(cfg.to_props().items()):
-        source = 1 if name in info.configs else 5
-        out.append(dict(name=name, value=value, read_only=False, config_source=source, is_sensitive=False))
-    return out
 
 
 def _check_assignments(broker: Broker, assignments) -> None:
@@ -64,7 +56,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             info = broker.create_topic(t.name, partitions, configs, validate_only=req.validate_only)
             entry.update(num_partitions=partitions, replication_factor=1,
                          topic_id=None if req.validate_only else info.topic_id,
-                         configs=_config_entries(broker, info))
+                         configs=topic_config_entries(broker, info))
         except ApiError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
