@@ -1,6 +1,7 @@
 """A small synchronous Kafka admin client built on :mod:`protocol`.
 
-Used by the ``krait topics`` / ``krait groups`` command-line tools (and handy in tests).
+Used by the ``krait topics`` / ``krait groups`` / ``krait log-dirs`` command-line tools
+(and handy in tests).
 It speaks the Kafka protocol over plain sockets: on connecting it sends ApiVersions and
 then uses, for every API, the highest version both sides support. Requests are built
 with :func:`protocol.build.make` from version-agnostic values, so one method serves
@@ -41,10 +42,13 @@ __all__ = [
     "TopicInfo",
     "GroupMember",
     "GroupDescription",
+    "ReplicaInfo",
+    "LogDirDescription",
     "LATEST",
     "EARLIEST",
     "decode_assignment",
     "error_description",
+    "error_name",
     "format_uuid",
     "parse_bootstrap",
 ]
@@ -312,6 +316,26 @@ class GroupDescription:
     coordinator: tuple[int, str, int] | None = None
 
 
+@dataclass
+class ReplicaInfo:
+    """One partition replica in a log dir (Kafka's admin ReplicaInfo)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirDescription:
+    """One log dir of a broker (Kafka's admin LogDirDescription)."""
+
+    path: str
+    error_code: int
+    replicas: dict[tuple[str, int], ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
     """Decode a ConsumerProtocolAssignment (int16 version, then the versioned body)."""
     if not data or len(data) < 2:
@@ -530,6 +554,42 @@ class AdminClient:
                 for p in t.partitions:
                     check(p.error_code, context=f"{t.name}-{p.partition_index}")
                     out[(str(t.name), int(p.partition_index))] = int(p.offset)
+        return out
+
+    # log dirs
+
+    def describe_log_dirs(self, broker_id: int, topics: dict[str, list[int]] | None = None,
+                          ) -> list[LogDirDescription]:
+        """The log dirs of one broker with the replicas they hold (``topics`` None: all)."""
+        conn = self.node(broker_id)
+        tlist = None if topics is None else [dict(topic=t, partitions=ps) for t, ps in topics.items()]
+        resp = conn.request(ApiKey.DESCRIBE_LOG_DIRS, topics=tlist)
+        check(getattr(resp, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
+        out = []
+        for r in resp.results:
+            replicas = {(str(t.name), int(p.partition_index)): ReplicaInfo(int(p.partition_size), int(p.offset_lag),
+                                                                           bool(p.is_future_key))
+                        for t in r.topics for p in t.partitions}
+            out.append(LogDirDescription(str(r.log_dir), int(r.error_code), replicas,
+                                         int(getattr(r, "total_bytes", -1)), int(getattr(r, "usable_bytes", -1))))
+        return out
+
+    def alter_replica_log_dirs(self, broker_id: int, assignments: dict[tuple[str, int], str],
+                               ) -> dict[tuple[str, int], KafkaError | None]:
+        """Move replicas of broker ``broker_id`` to other log dirs: (topic, partition) ->
+        absolute dir. Per partition None (the move started, or there was nothing to do) or
+        the error. The broker moves the data in the background."""
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (t, p), path in assignments.items():
+            by_dir.setdefault(path, {}).setdefault(t, []).append(p)
+        resp = self.node(broker_id).request(ApiKey.ALTER_REPLICA_LOG_DIRS, dirs=[
+            dict(path=path, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])
+            for path, topics in by_dir.items()])
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for t in resp.results:
+            for p in t.partitions:
+                code = int(p.error_code)
+                out[(str(t.topic_name), int(p.partition_index))] = KafkaError(code) if code else None
         return out
 
     # groups

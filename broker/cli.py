@@ -1,4 +1,4 @@
-"""The `krait` command: serve | topics | groups | dump-log | perf."""
+"""The `krait` command: serve | topics | groups | log-dirs | dump-log | perf."""
 
 from __future__ import annotations
 
@@ -95,14 +95,16 @@ def main(argv: list[str] | None = None) -> int:
         "serve": serve,
         "topics": lambda a: _lazy("broker.admin_cli", "topics_main", a),
         "groups": lambda a: _lazy("broker.admin_cli", "groups_main", a),
+        "log-dirs": lambda a: _lazy("broker.admin_cli", "log_dirs_main", a),
         "dump-log": lambda a: _lazy("storage.dump_log", "main", a),
         "perf": lambda a: _lazy("broker.perf", "main", a),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,dump-log,perf} [options]\n"
+        print("usage: krait {serve,topics,groups,log-dirs,dump-log,perf} [options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
               "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
+              "  log-dirs   describe log dirs: replica sizes, lag, future replicas (like kafka-log-dirs.sh)\n"
               "  dump-log   print segment, index and time-index files (like kafka-dump-log.sh)\n"
               "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2

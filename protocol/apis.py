@@ -37,13 +37,21 @@ class ApiKey:
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +71,8 @@ class ApiRange:
 
 _RANGES = [
     ApiRange(ApiKey.PRODUCE, 0, 11, min_served=3),
-    ApiRange(ApiKey.FETCH, 4, 16),
-    ApiRange(ApiKey.LIST_OFFSETS, 1, 8),
+    ApiRange(ApiKey.FETCH, 4, 17),
+    ApiRange(ApiKey.LIST_OFFSETS, 1, 10),
     ApiRange(ApiKey.METADATA, 0, 12),
     ApiRange(ApiKey.OFFSET_COMMIT, 2, 9),
     ApiRange(ApiKey.OFFSET_FETCH, 1, 9),
@@ -83,11 +91,21 @@ _RANGES = [
     ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
     ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4),
     ApiRange(ApiKey.ALTER_CONFIGS, 0, 2),
+    # v0 of both was removed in Kafka 4.0 (KIP-896); kio has no v0 either
+    ApiRange(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2),
+    ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
     ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3),
     ApiRange(ApiKey.DELETE_GROUPS, 0, 2),
     ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     ApiRange(ApiKey.OFFSET_DELETE, 0, 0),
     ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # without an authorizer these answer SECURITY_DISABLED, as Kafka does; v0 went in 4.0
+    ApiRange(ApiKey.DESCRIBE_ACLS, 1, 3),
+    ApiRange(ApiKey.CREATE_ACLS, 1, 3),
+    ApiRange(ApiKey.DELETE_ACLS, 1, 3),
+    ApiRange(ApiKey.ELECT_LEADERS, 0, 2),
+    ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0),
+    ApiRange(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
 ]
 
 #: api key -> advertised range, in the order ApiVersions lists them

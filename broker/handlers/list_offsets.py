@@ -1,5 +1,8 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset whose
-timestamp is >= the one asked (via the .timeindex)."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4,
+v8+), latest tiered (-5, v9+), or the first offset whose timestamp is >= the one asked (via
+the .timeindex). Without tiered storage the whole log is local, so -4 is the log start
+offset and -5 finds nothing, as in Kafka. v10's TimeoutMs bounds remote-storage lookups,
+which Krait never makes."""
 
 from __future__ import annotations
 
@@ -18,16 +21,20 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 LEADER_EPOCH = 0
+#: what Kafka answers for -5 when remote storage is off: no offset, no timestamp, epoch -1
+NO_LEADER_EPOCH = -1
 
 
 def lookup(plog, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query against a partition log."""
     if timestamp == LATEST:
         return plog.high_watermark, -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
         return (found[0], found[1]) if found else (-1, -1)
@@ -51,6 +58,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             else:
                 try:
                     entry["offset"], entry["timestamp"] = lookup(plog, p.timestamp)
+                    if p.timestamp == LATEST_TIERED:
+                        entry["leader_epoch"] = NO_LEADER_EPOCH
                 except StorageError as exc:
                     entry["error_code"] = exc.error_code
             parts.append(entry)

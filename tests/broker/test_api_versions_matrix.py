@@ -68,7 +68,7 @@ def test_metadata_every_version(broker, topic, version):
             assert t.topic_id == topic_id
 
 
-@pytest.mark.parametrize("version", range(4, 17))
+@pytest.mark.parametrize("version", range(4, SUPPORTED[ApiKey.FETCH].max_version + 1))
 def test_fetch_every_version(broker, topic, version):
     name, topic_id = topic
     with _conn(broker) as c:
@@ -93,16 +93,28 @@ def test_produce_every_served_version(broker, version):
         assert p.base_offset == 3
 
 
-@pytest.mark.parametrize("version", range(1, 9))
+def test_kafka_4_versions_are_advertised():
+    # what Kafka 4.0 serves and clients use to recognise it (kafka-python infers 4.0 from ListOffsets v10)
+    assert SUPPORTED[ApiKey.FETCH].max_version == 17 and SUPPORTED[ApiKey.LIST_OFFSETS].max_version == 10
+    assert (SUPPORTED[ApiKey.DESCRIBE_LOG_DIRS].min_version, SUPPORTED[ApiKey.DESCRIBE_LOG_DIRS].max_version) == (1, 4)
+    assert SUPPORTED[ApiKey.ALTER_REPLICA_LOG_DIRS].max_version == 2
+    assert SUPPORTED[ApiKey.DESCRIBE_TOPIC_PARTITIONS].max_version == 0
+
+
+@pytest.mark.parametrize("version", range(1, SUPPORTED[ApiKey.LIST_OFFSETS].max_version + 1))
 def test_list_offsets_every_version(broker, topic, version):
     name, _ = topic
+    # -4 earliest local (v8+): the whole log is local; -5 latest tiered (v9+): nothing is tiered
+    cases = [(-2, 0, 0), (-1, 6, 0)] + ([(-4, 0, 0)] if version >= 8 else []) + ([(-5, -1, -1)] if version >= 9 else [])
     with _conn(broker) as c:
-        for ts, want in ((-2, 0), (-1, 6)):
-            kw = dict(replica_id=-1, isolation_level=0,
+        for ts, want, epoch in cases:
+            kw = dict(replica_id=-1, isolation_level=0, timeout=1000,
                       topics=[dict(name=name, partitions=[dict(partition_index=0, timestamp=ts, current_leader_epoch=-1)])])
             r = c.request(ApiKey.LIST_OFFSETS, version, **kw)
             part = r.topics[0].partitions[0]
-            assert part.error_code == 0 and part.offset == want
+            assert part.error_code == 0 and part.offset == want and part.timestamp == -1
+            if version >= 4:
+                assert part.leader_epoch == epoch
 
 
 def test_produce_error_codes(broker):
@@ -164,3 +176,18 @@ def test_topic_compression_type_recompresses(broker):
         got = _all_records(data)
         assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == \
             [(i, b"k%d" % i, b"v" * 50, (("h", b"x"),), 1000 + i) for i in range(5)]
+
+
+def test_fetch_v17_with_a_replica_directory_id(broker, topic):
+    # v17 adds the tagged ReplicaDirectoryId (KIP-853, sent by KRaft followers); a consumer's
+    # fetch carrying it is answered like any other
+    name, topic_id = topic
+    with _conn(broker) as c:
+        r = c.request(ApiKey.FETCH, 17, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                      session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                      topics=[dict(topic_id=topic_id, partitions=[
+                          dict(partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                               partition_max_bytes=1 << 20, replica_directory_id=uuid.uuid4())])])
+        p = r.responses[0].partitions[0]
+        assert r.responses[0].topic_id == topic_id and p.error_code == 0 and p.high_watermark == 6
+        assert [rec.offset for rec in _all_records(p.records)] == list(range(6))

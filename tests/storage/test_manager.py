@@ -146,3 +146,224 @@ def test_second_manager_on_same_dir_is_refused(tmp_path):
     c = LogManager([str(tmp_path)], LogConfig())
     c.load()  # released at shutdown
     c.shutdown()
+
+
+# --- moving a partition between log dirs (AlterReplicaLogDirs) -------------------------------
+
+
+def _two_dirs(tmp_path, **cfg):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    m = LogManager(dirs, LogConfig(segment_bytes=cfg.pop("segment_bytes", 1500), **cfg))
+    m.load()
+    return m, dirs
+
+
+def _values(plog):
+    return [(r.offset, r.value) for r in read_all(plog)]
+
+
+def _move_fully(m, move):
+    while m.plan_move(move) > 0:
+        move.copy()
+    return m.complete_move(move)
+
+
+def test_move_partition_to_other_dir(tmp_path):
+    from protocol.records import build_batch
+
+    m, (a, b) = _two_dirs(tmp_path)
+    tid = uuid.uuid4()
+    plog = m.create("t", 0, topic_id=tid)
+    assert m.log_dir_of("t", 0) == a
+    for i in range(30):
+        append(plog, bytearray(build_batch([(b"k", b"v%d" % i)], producer_id=7, producer_epoch=0, base_sequence=i)))
+    plog.delete_records_before(3)
+    before = _values(plog)
+    assert len(plog.segments) > 1
+    assert m.start_move("t", 0, a) is None  # already there: nothing to do
+
+    move = m.start_move("t", 0, b)
+    assert os.path.basename(move.dir).startswith("t-0.") and move.dir.endswith("-future")
+    assert m.start_move("t", 0, b) is None  # same destination: the move in progress goes on
+    assert m.plan_move(move) > 0
+    move.copy()  # the bulk pass (a worker thread in the broker)
+    assert move.size_bytes > 0 and move.log_end_offset == 30
+    # appends during the copy reach the new dir through the final pass
+    for i in range(30, 35):
+        append(m.get("t", 0), bytearray(build_batch([(b"k", b"v%d" % i)], producer_id=7, producer_epoch=0,
+                                                    base_sequence=i)))
+    before = _values(m.get("t", 0))
+    assert m.complete_move(move)
+    moved = m.get("t", 0)
+    assert m.log_dir_of("t", 0) == b and os.path.dirname(moved.dir) == b
+    assert _values(moved) == before and moved.log_start_offset == 3 and moved.log_end_offset == 35
+    assert moved.topic_id == tid and read_partition_metadata(moved.dir) == tid
+    assert not os.path.exists(os.path.join(a, "t-0"))
+    assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
+    assert m.moves() == {}
+    # checkpoints follow the partition
+    assert ("t", 0) not in ck.read_checkpoint(os.path.join(a, ck.RECOVERY_POINT))
+    assert ck.read_checkpoint(os.path.join(b, ck.LOG_START_OFFSET)) == {("t", 0): 3}
+    # the producer state came along: the next sequence is accepted, a duplicate is detected
+    dup = append(moved, bytearray(build_batch([(b"k", b"v34")], producer_id=7, producer_epoch=0, base_sequence=34)))
+    assert dup.duplicate
+    append(moved, batch(1))
+    m.shutdown()
+
+    m2 = LogManager([a, b], LogConfig(segment_bytes=1500))
+    m2.load()
+    assert m2.log_dir_of("t", 0) == b and m2.get("t", 0).log_end_offset == 36
+    assert _values(m2.get("t", 0))[:32] == before
+    m2.shutdown()
+
+
+def test_move_errors_and_cancel(tmp_path):
+    from storage.manager import LogDirNotFoundError
+
+    m, (a, b) = _two_dirs(tmp_path)
+    plog = m.create("t", 0)
+    append(plog, batch(5))
+    with pytest.raises(LogDirNotFoundError):
+        m.start_move("t", 0, str(tmp_path / "elsewhere"))
+    with pytest.raises(KeyError):
+        m.start_move("nope", 0, b)
+    move = m.start_move("t", 0, b)
+    m.plan_move(move)
+    move.copy()
+    # moving back to where it is cancels the move in progress (Kafka removes the future replica)
+    assert m.start_move("t", 0, a) is None
+    assert move.cancelled and not os.path.exists(move.dir) and m.moves() == {}
+    assert not m.complete_move(move) and m.log_dir_of("t", 0) == a
+    # deleting the topic cancels its move too
+    move = m.start_move("t", 0, b)
+    m.delete_topic("t")
+    assert move.cancelled and not [n for n in os.listdir(b) if n.startswith("t-")]
+    m.shutdown()
+
+
+def _crash(m):
+    for plog in m.partitions().values():
+        plog.flush()
+    m._unlock()  # what the kernel does for a crashed process
+
+
+def test_leftover_future_dir_is_discarded_when_current_exists(tmp_path):
+    m, (a, b) = _two_dirs(tmp_path)
+    plog = m.create("t", 0)
+    for _ in range(20):
+        append(plog, batch(1))
+    move = m.start_move("t", 0, b)
+    m.plan_move(move)
+    move.copy()
+    _crash(m)  # before the commit: the source is still the partition
+
+    m2 = LogManager([a, b], LogConfig(segment_bytes=1500))
+    m2.load()
+    assert m2.log_dir_of("t", 0) == a and m2.get("t", 0).log_end_offset == 20
+    assert not os.path.exists(move.dir) and not [n for n in os.listdir(b) if n.startswith("t-0")]
+    m2.shutdown()
+
+
+def test_committed_future_dir_is_completed_at_startup(tmp_path):
+    m, (a, b) = _two_dirs(tmp_path)
+    plog = m.create("t", 0)
+    for _ in range(20):
+        append(plog, batch(1))
+    expected = _values(plog)
+    move = m.start_move("t", 0, b)
+    while m.plan_move(move) > 0:
+        move.copy()
+    # the crash hits between the two renames of complete_move: the source is already a
+    # -delete dir, the copy is still named -future
+    plog.flush()
+    plog.close()
+    move.plan(plog, final=True)
+    move.copy()
+    move.sync_dir()
+    m._checkpoint_dir(b, {("t", 0): plog})
+    os.replace(plog.dir, os.path.join(a, "t-0.0123456789abcdef0123456789abcdef-delete"))
+    m._unlock()
+
+    m2 = LogManager([a, b], LogConfig(segment_bytes=1500))
+    m2.load()
+    assert m2.log_dir_of("t", 0) == b and _values(m2.get("t", 0)) == expected
+    assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
+    m2.shutdown()
+
+
+def test_move_follows_retention_during_the_copy(tmp_path):
+    m, (a, b) = _two_dirs(tmp_path, file_delete_delay_ms=0)
+    plog = m.create("t", 0)
+    for _ in range(40):
+        append(plog, batch(1, value_size=100))
+    move = m.start_move("t", 0, b)
+    m.plan_move(move)
+    move.copy()
+    first = os.path.basename(plog.segments[0].log_path)
+    assert os.path.exists(os.path.join(move.dir, first))
+    plog.delete_records_before(plog.segments[1].base_offset)  # the first segment goes
+    plog.delete_pending(force=True)
+    expected = _values(plog)
+    assert m.complete_move(move)
+    moved = m.get("t", 0)
+    assert first not in os.listdir(moved.dir) and _values(moved) == expected
+    assert moved.size_bytes == sum(os.path.getsize(os.path.join(moved.dir, n)) for n in os.listdir(moved.dir)
+                                   if n.endswith(".log"))
+    m.shutdown()
+
+
+def test_failed_copy_leaves_the_partition_where_it_was(tmp_path, monkeypatch):
+    import errno
+
+    import storage.manager as manager
+
+    m, (a, b) = _two_dirs(tmp_path)
+    plog = m.create("t", 0)
+    for _ in range(20):
+        append(plog, batch(1))
+    expected = _values(plog)
+    move = m.start_move("t", 0, b)
+
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(manager, "_copy_range", disk_full)
+    assert not m.complete_move(move)
+    monkeypatch.undo()
+    again = m.get("t", 0)
+    assert m.log_dir_of("t", 0) == a and again.dir == os.path.join(a, "t-0") and _values(again) == expected
+    append(again, batch(1))  # reopened and writable
+    assert not [n for n in os.listdir(b) if n.startswith("t-0")]
+    m.shutdown()
+
+
+def test_failure_after_the_commit_is_settled_at_the_next_start(tmp_path, monkeypatch):
+    from storage.errors import KafkaStorageError
+
+    m, (a, b) = _two_dirs(tmp_path)
+    plog = m.create("t", 0)
+    for _ in range(20):
+        append(plog, batch(1))
+    expected = _values(plog)
+    move = m.start_move("t", 0, b)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(src).endswith("-future"):
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert not m.complete_move(move)
+    monkeypatch.undo()
+    # nothing may be written until a restart settles which copy is the partition
+    with pytest.raises(KafkaStorageError):
+        append(m.get("t", 0), batch(1))
+    assert os.path.isdir(move.dir)  # the committed copy is kept
+    m.shutdown()
+
+    m2 = LogManager([a, b], LogConfig(segment_bytes=1500))
+    m2.load()
+    assert m2.log_dir_of("t", 0) == b and _values(m2.get("t", 0)) == expected
+    assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
+    m2.shutdown()

@@ -1,0 +1,37 @@
+"""DescribeProducers: the active idempotent producers of each partition (producer id,
+epoch, last sequence, last timestamp), from the partition's producer state, as
+kafka-transactions.sh --describe-producers shows them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
+def _partition(broker: Broker, topic: str, index: int) -> dict:
+    plog = broker.logs.get(topic, index)
+    if plog is None:
+        return dict(partition_index=index, error_code=ErrorCode.unknown_topic_or_partition,
+                    error_message=None, active_producers=[])
+    producers = [dict(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                      last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                      current_txn_start_offset=e.current_txn_first_offset)
+                 for e in plog.producer_state.producers.values()]
+    return dict(partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers)
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS)
+def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    topics = [dict(name=t.name, partitions=[_partition(broker, t.name, i) for i in t.partition_indexes])
+              for t in req.topics]
+    return make(apis.response_type(ApiKey.DESCRIBE_PRODUCERS, ctx.version), throttle_time=0, topics=topics)

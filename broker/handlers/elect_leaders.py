@@ -1,0 +1,47 @@
+"""ElectLeaders: on a single broker every partition's leader is already its preferred
+replica and alive, so each named partition answers ELECTION_NOT_NEEDED, as Kafka's
+controller does in that state, and a request for all partitions lists none (Kafka leaves
+out partitions that already have the desired leader). Cluster mode will elect for real."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode
+
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+def _partition(broker: Broker, topic: str, partition: int) -> dict:
+    info = broker.registry.get(topic)
+    if info is None:
+        return dict(partition_id=partition, error_code=ErrorCode.unknown_topic_or_partition,
+                    error_message=f"No such topic as {topic}")
+    if not 0 <= partition < info.partitions:
+        return dict(partition_id=partition, error_code=ErrorCode.unknown_topic_or_partition,
+                    error_message=f"No such partition as {topic}-{partition}")
+    return dict(partition_id=partition, error_code=ErrorCode.election_not_needed,
+                error_message="Leader election not needed for topic partition.")
+
+
+@handles(ApiKey.ELECT_LEADERS)
+def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    rtype = apis.response_type(ApiKey.ELECT_LEADERS, ctx.version)
+    election = getattr(req, "election_type", PREFERRED)
+    if election not in (PREFERRED, UNCLEAN):
+        return make(rtype, throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
+    if req.topic_partitions is None:
+        results = [dict(topic=name, partition_result=[]) for name in sorted(broker.registry.topics)]
+    else:
+        results = [dict(topic=t.topic, partition_result=[_partition(broker, t.topic, p) for p in t.partitions])
+                   for t in req.topic_partitions]
+    return make(rtype, throttle_time=0, error_code=ErrorCode.none, replica_election_results=results)
