@@ -17,13 +17,12 @@ from typing import Any
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, UnsupportedVersionError
+from protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.manager import LogManager
 
 from .config import BrokerConfig, new_cluster_id
-from .errors import ApiError
 from .handlers import HANDLERS, load_all
 from .handlers.api_versions import unsupported_version_response
 from .handlers.produce import legacy_produce_response
@@ -172,16 +171,16 @@ class Broker:
 
         configs = dict(configs or {})
         if name in self.registry.topics:
-            raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         err = topic_name_error(name)
         if err:
-            raise ApiError(ErrorCode.invalid_topic_exception, err)
+            raise KafkaError(ErrorCode.invalid_topic_exception, err)
         if partitions < 1:
-            raise ApiError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         try:
             cfg = self.validate_topic_configs(configs)
         except ValueError as exc:
-            raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
         info = self.registry.add(name, partitions, configs)
@@ -193,18 +192,18 @@ class Broker:
             log.error("creating topic %s failed, rolling back: %s", name, exc)
             self.registry.remove(name)
             self.logs.delete_topic(name)
-            raise ApiError(ErrorCode.kafka_storage_error, f"Cannot create topic {name}: {exc}") from None
+            raise KafkaError(ErrorCode.kafka_storage_error, f"Cannot create topic {name}: {exc}") from None
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.registry.get(name)
         if info is None:
-            raise ApiError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         if name in INTERNAL_TOPICS:
-            raise ApiError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
         if not self.config["delete.topic.enable"]:
-            raise ApiError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
         self.registry.remove(name)
         self.logs.delete_topic(name)
         for p in range(info.partitions):
@@ -215,9 +214,9 @@ class Broker:
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
         info = self.registry.get(name)
         if info is None:
-            raise ApiError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
         if count <= info.partitions:
-            raise ApiError(ErrorCode.invalid_partitions,
+            raise KafkaError(ErrorCode.invalid_partitions,
                              f"Topic currently has {info.partitions} partitions, which is higher than or equal to the "
                              f"requested {count}.")
         if validate_only:
@@ -231,11 +230,11 @@ class Broker:
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
         info = self.registry.get(name)
         if info is None:
-            raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
         try:
             cfg = self.validate_topic_configs(configs)
         except ValueError as exc:
-            raise ApiError(ErrorCode.invalid_config, str(exc)) from None
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
         if validate_only:
             return
         info.configs = dict(configs)
@@ -254,7 +253,7 @@ class Broker:
             return None
         try:
             return self.create_topic(name, self.config["num.partitions"])
-        except ApiError:
+        except KafkaError:
             return None
 
     # --- producer ids -----------------------------------------------------------------------

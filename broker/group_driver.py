@@ -97,7 +97,7 @@ class CoordinatorDriver:
     def append(self, partition: int, records: list) -> None:
         from .handlers.produce import append_partition
 
-        # An ApiError raised here carries the error code the coordinator maps for clients.
+        # A KafkaError raised here carries the error code the coordinator maps for clients.
         batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
         append_partition(self.broker, OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
 

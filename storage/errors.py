@@ -1,12 +1,11 @@
-"""Storage exceptions, each carrying the Kafka ErrorCode the broker should answer with.
-
-The broker maps any :class:`StorageError` to ``exc.error_code`` for the one partition
-concerned; nothing here is fatal to the process.
+"""Storage exceptions: :class:`protocol.errors.KafkaError` subclasses whose class fixes
+the Kafka error code the broker answers for the one partition concerned; nothing here is
+fatal to the process.
 """
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
 
 __all__ = [
     "StorageError",
@@ -19,10 +18,8 @@ __all__ = [
 ]
 
 
-class StorageError(Exception):
+class StorageError(CodedError):
     """Base class; ``error_code`` is what goes into the response for this partition."""
-
-    error_code: ErrorCode = ErrorCode.unknown_server_error
 
 
 class KafkaStorageError(StorageError):

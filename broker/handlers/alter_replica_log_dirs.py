@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
-from storage.errors import StorageError
+from protocol.errors import ErrorCode, KafkaError
 from storage.manager import ReplicaMove, future_dir_name
 
 from . import handles
@@ -52,7 +51,7 @@ def _start(broker: Broker, topic: str, partition: int, path: str) -> ErrorCode:
             else ErrorCode.unknown_topic_or_partition
     try:
         move = broker.logs.start_move(topic, partition, path)
-    except StorageError as exc:
+    except KafkaError as exc:
         return exc.error_code
     except OSError as exc:
         log.error("cannot create the future replica of %s-%d in %s: %s", topic, partition, path, exc)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 
 from ..config import (
@@ -37,7 +37,6 @@ from ..config import (
     validate_dynamic_configs,
     validate_reconfiguration,
 )
-from ..errors import ApiError
 from ..topics import dynamic_topic_defaults
 from . import handles
 
@@ -147,7 +146,7 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if r.resource_type == TOPIC:
                 info = broker.registry.get(r.resource_name)
                 if info is None:
-                    raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
                 entry["configs"] = topic_config_entries(broker, info, keys, req.include_synonyms)
             elif r.resource_type == BROKER:
                 if r.resource_name:
@@ -156,12 +155,12 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry["configs"] = _broker_config_entries(broker, bool(r.resource_name), keys, req.include_synonyms)
             elif r.resource_type == BROKER_LOGGER:
                 if not r.resource_name:
-                    raise ApiError(ErrorCode.invalid_request, "Broker id must not be empty")
+                    raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
                 _check_broker_id(broker, r.resource_name, "Broker id must be an integer, but it is: {}",
                                  "Unexpected broker id, expected {} but received {}")
             else:
-                raise ApiError(ErrorCode.invalid_request, f"Unsupported resource type: {r.resource_type}")
-        except ApiError as exc:
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {r.resource_type}")
+        except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     return make(apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=results)
@@ -171,9 +170,9 @@ def _check_broker_id(broker: Broker, name: str, not_int: str, mismatch: str) -> 
     try:
         node = int(name)
     except ValueError:
-        raise ApiError(ErrorCode.invalid_request, not_int.format(name)) from None
+        raise KafkaError(ErrorCode.invalid_request, not_int.format(name)) from None
     if node != broker.node_id:
-        raise ApiError(ErrorCode.invalid_request, mismatch.format(broker.node_id, name))
+        raise KafkaError(ErrorCode.invalid_request, mismatch.format(broker.node_id, name))
 
 
 # --- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
@@ -213,16 +212,16 @@ def _incremental(current: dict[str, str], ops: Any, list_default: Any, not_list:
                     parts.remove(v)
             current[c.name] = ",".join(parts)
         else:
-            raise ApiError(ErrorCode.invalid_request, f"Unknown operations type {op}")
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op}")
     return current
 
 
 def _alter_topic(broker: Broker, r: Any, incremental: bool, validate_only: bool) -> None:
     info = broker.registry.get(r.resource_name)
     if info is None:
-        raise ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
     if incremental:
-        new = _incremental(dict(info.configs), r.configs, _TOPIC_LIST_DEFAULTS.get, lambda op, name: ApiError(
+        new = _incremental(dict(info.configs), r.configs, _TOPIC_LIST_DEFAULTS.get, lambda op, name: KafkaError(
             ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
     else:
         new = {c.name: c.value for c in r.configs}
@@ -234,7 +233,7 @@ def _broker_list_default(name: str) -> str | None:
     # custom keys) and fails on others
     kind = BROKER_KEY_TYPES.get(name) or DYNAMIC_ONLY_KEYS.get(name, (None,))[0]
     if kind is None:
-        raise ApiError(ErrorCode.invalid_config, f"Unknown config name: {name}")
+        raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {name}")
     return BROKER_DEFAULTS.get(name, "") if kind == "LIST" else None
 
 
@@ -246,7 +245,7 @@ def _alter_broker(broker: Broker, r: Any, incremental: bool, validate_only: bool
     reg = broker.registry
     current = reg.broker_configs if per_broker else reg.default_broker_configs
     if incremental:
-        new = _incremental(dict(current), r.configs, _broker_list_default, lambda op, name: ApiError(
+        new = _incremental(dict(current), r.configs, _broker_list_default, lambda op, name: KafkaError(
             ErrorCode.invalid_config,
             f"Config value {'append' if op == APPEND else 'subtract'} is not allowed for config key: {name}"))
     else:
@@ -260,7 +259,7 @@ def _alter_broker(broker: Broker, r: Any, incremental: bool, validate_only: bool
         LogConfig.from_props({**broker.default_topic_props, **dynamic_topic_defaults(default, own)}, strict=False)
     except (ConfigError, ValueError) as exc:
         # INVALID_REQUEST, not INVALID_CONFIG: Kafka keeps it for compatibility (KAFKA-13609)
-        raise ApiError(ErrorCode.invalid_request, str(exc)) from None
+        raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
     if validate_only:
         return
     if per_broker:
@@ -282,13 +281,13 @@ def _alter(broker: Broker, ctx: RequestContext, req: Any, incremental: bool) -> 
                      resource_name=r.resource_name)
         try:
             if ids[(r.resource_type, r.resource_name)] > 1:
-                raise ApiError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+                raise KafkaError(ErrorCode.invalid_request, "Each resource must appear at most once.")
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):
-                raise ApiError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+                raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
             nulls = [c.name for c in r.configs if c.value is None and not (incremental and c.config_operation == DELETE)]
             if nulls:
-                raise ApiError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+                raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
             if r.resource_type == TOPIC:
                 _alter_topic(broker, r, incremental, req.validate_only)
             elif r.resource_type == BROKER:
@@ -296,8 +295,8 @@ def _alter(broker: Broker, ctx: RequestContext, req: Any, incremental: bool) -> 
             elif r.resource_type == BROKER_LOGGER and incremental:
                 pass  # log levels are not Kafka's log4j loggers here; accepted and ignored
             else:
-                raise ApiError(ErrorCode.invalid_request, f"Unknown resource type {r.resource_type}")
-        except ApiError as exc:
+                raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {r.resource_type}")
+        except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS

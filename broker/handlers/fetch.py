@@ -14,9 +14,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_response
-from storage.errors import StorageError
 
 from . import handles
 
@@ -76,7 +75,7 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
                     continue
                 region = plog.read(p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)),
                                    max_offset=hw, min_one_batch=first)
-            except StorageError as exc:
+            except KafkaError as exc:
                 fp.error_code = exc.error_code
                 any_error = True
                 continue

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
-from storage.errors import StorageError
+from protocol.errors import ErrorCode, KafkaError
 
 from . import handles
 
@@ -60,7 +59,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     entry["offset"], entry["timestamp"] = lookup(plog, p.timestamp)
                     if p.timestamp == LATEST_TIERED:
                         entry["leader_epoch"] = NO_LEADER_EPOCH
-                except StorageError as exc:
+                except KafkaError as exc:
                     entry["error_code"] = exc.error_code
             parts.append(entry)
         topics.append(dict(name=t.name, partitions=parts))

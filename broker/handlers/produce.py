@@ -21,7 +21,7 @@ from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.compression import Codec
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
@@ -33,9 +33,7 @@ from protocol.records import (
     validate_batches,
 )
 from storage.config import LONG_MAX, LogConfig
-from storage.errors import StorageError
 
-from ..errors import ApiError
 from ..topics import INTERNAL_TOPICS
 from . import handles
 
@@ -53,7 +51,7 @@ _TOPIC_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec
                  "zstd": Codec.ZSTD}
 
 
-class RecordValidationError(ApiError):
+class RecordValidationError(KafkaError):
     """A batch refused because of some of its records (Kafka's RecordValidationException):
     ``record_errors`` holds (index of the record within its batch, message) in index order."""
 
@@ -120,10 +118,7 @@ def _validate_records(plog: PartitionLog, topic: str, partition: int, records: b
         # batch's records then carry. Re-compressed batches are decoded anyway.
         if (every_batch or h.max_timestamp > upper_ms or h.attributes & ATTR_TIMESTAMP_TYPE
                 or (target_codec is not None and h.attributes & ATTR_COMPRESSION_MASK != target_codec)):
-            try:
-                infos = scan_records(records, pos, h)
-            except ProtocolError as exc:
-                raise ApiError(exc.error_code, str(exc)) from None
+            infos = scan_records(records, pos, h)
             code, errors = _record_errors(cfg, f"{topic}-{partition}", h, infos, now_ms)
             if errors:
                 if code == ErrorCode.invalid_timestamp:
@@ -139,37 +134,27 @@ def _validate_records(plog: PartitionLog, topic: str, partition: int, records: b
 def append_partition(broker: Broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
     """Validate and append one partition's records; returns the AppendResult."""
     if topic in INTERNAL_TOPICS and not internal_ok:
-        raise ApiError(ErrorCode.invalid_topic_exception,
+        raise KafkaError(ErrorCode.invalid_topic_exception,
                               f"Cannot append to internal topic {topic}")
     plog = broker.logs.get(topic, partition)
     if plog is None:
-        raise ApiError(ErrorCode.unknown_topic_or_partition)
+        raise KafkaError(ErrorCode.unknown_topic_or_partition)
     if records is None:
-        raise ApiError(ErrorCode.corrupt_message, "null records")
+        raise KafkaError(ErrorCode.corrupt_message, "null records")
     cfg = plog.config
-    try:
-        headers = validate_batches(records)
-    except ProtocolError as exc:
-        raise ApiError(exc.error_code, str(exc)) from None
+    headers = validate_batches(records)
     for h in headers:
         if h.size > cfg.max_message_bytes:
-            raise ApiError(ErrorCode.message_too_large,
+            raise KafkaError(ErrorCode.message_too_large,
                                   f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
     target = _TOPIC_CODECS.get(cfg.compression_type)
     _validate_records(plog, topic, partition, records, headers, now_ms, target)
     if target is not None and any(h.compression != target for h in headers):
         # compression.type set on the topic: Kafka re-encodes; off the default path
-        try:
-            records = recompress(records, headers, target)
-            headers = validate_batches(records, from_client=False)
-        except ProtocolError as exc:
-            raise ApiError(exc.error_code, str(exc)) from None
+        records = recompress(records, headers, target)
+        headers = validate_batches(records, from_client=False)
     buf = records if isinstance(records, bytearray) else bytearray(records)
-    try:
-        result = plog.append(buf, headers, leader_epoch=0,
-                             log_append_time_ms=now_ms if cfg.log_append_time else None)
-    except StorageError as exc:
-        raise ApiError(exc.error_code, str(exc)) from None
+    result = plog.append(buf, headers, leader_epoch=0, log_append_time_ms=now_ms if cfg.log_append_time else None)
     if not result.duplicate:
         broker.purgatory.notify((topic, partition))
     return result
@@ -196,7 +181,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     if res.log_append_time_ms >= 0:
                         entry["log_append_time"] = datetime.datetime.fromtimestamp(
                             res.log_append_time_ms / 1000, tz=datetime.UTC)
-                except ApiError as exc:
+                except KafkaError as exc:
                     entry["error_code"] = exc.error_code
                     entry["error_message"] = exc.message
                     if isinstance(exc, RecordValidationError):

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
-from storage.errors import StorageError
+from protocol.errors import ErrorCode, KafkaError
 
 from . import handles
 
@@ -34,7 +33,7 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 else:
                     try:
                         entry["low_watermark"] = plog.delete_records_before(offset)
-                    except StorageError as exc:
+                    except KafkaError as exc:
                         entry["error_code"] = exc.error_code
             parts.append(entry)
         topics.append(dict(name=t.name, partitions=parts))
