@@ -56,100 +56,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from broker.tools.wire import WireClient, encode_request  # noqa: E402
+from protocol.apis import ApiKey  # noqa: E402
+from protocol.errors import KafkaError  # noqa: E402
+
 PY = sys.executable
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
 # --------------------------------------------------------------------------------------
-# A minimal Kafka wire client (ApiVersions v0, Metadata v1) for the connection and
-# partition workloads: no client library in between, so only the broker is measured.
+# Metadata over the shared wire client, for readiness and the partition workload: no
+# client library in between, so only the broker is measured. Versions are fixed (no
+# ApiVersions round trip) so that every broker gets the same bytes.
 
-def _req(api_key: int, version: int, corr: int, body: bytes = b"", client_id: bytes = b"krait-bench") -> bytes:
-    hdr = struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id
-    return struct.pack(">i", len(hdr) + len(body)) + hdr + body
-
-
-def api_versions_request(corr: int) -> bytes:
-    return _req(18, 0, corr)
+BENCH_CLIENT = "krait-bench"
 
 
-def metadata_request(corr: int, topics: list[str] | None = None) -> bytes:
-    if topics is None:
-        body = struct.pack(">i", -1)
-    else:
-        body = struct.pack(">i", len(topics)) + b"".join(
-            struct.pack(">h", len(t.encode())) + t.encode() for t in topics)
-    return _req(3, 1, corr, body)
+def _wire(port: int, timeout: float) -> WireClient:
+    return WireClient("127.0.0.1", port, timeout, client_id=BENCH_CLIENT, negotiate=False)
 
 
-def parse_metadata_v1(buf: bytes) -> dict[str, int]:
-    """Response body (after the correlation id) -> {topic: partition count} (errors skipped)."""
-    pos = 0
-
-    def i16():
-        nonlocal pos
-        v = struct.unpack_from(">h", buf, pos)[0]
-        pos += 2
-        return v
-
-    def i32():
-        nonlocal pos
-        v = struct.unpack_from(">i", buf, pos)[0]
-        pos += 4
-        return v
-
-    def string():
-        nonlocal pos
-        n = i16()
-        if n < 0:
-            return None
-        s = buf[pos:pos + n].decode("utf-8", "replace")
-        pos += n
-        return s
-
-    for _ in range(i32()):  # brokers
-        i32()
-        string()
-        i32()
-        string()
-    i32()  # controller id
-    out = {}
-    for _ in range(i32()):
-        err = i16()
-        name = string()
-        pos += 1  # is_internal
-        nparts = i32()
-        for _ in range(nparts):
-            pos += 2 + 4 + 4
-            nrep = i32()
-            pos += 4 * nrep  # replicas
-            nisr = i32()
-            pos += 4 * nisr  # isr
-        if err == 0 and name is not None:
-            out[name] = nparts
-    return out
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        c = sock.recv(n)
-        if not c:
-            raise ConnectionError("connection closed by broker")
-        chunks.append(c)
-        n -= len(c)
-    return b"".join(chunks)
-
-
-def sync_call(sock: socket.socket, data: bytes) -> bytes:
-    sock.sendall(data)
-    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-    return _recv_exact(sock, size)[4:]  # strip correlation id
+def partition_counts(md) -> dict[str, int]:
+    """A Metadata response -> {topic: partition count} (topics in error skipped)."""
+    return {str(t.name): len(t.partitions) for t in md.topics if t.error_code == 0 and t.name is not None}
 
 
 def metadata_once(port: int, timeout: float = 2.0) -> dict[str, int]:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        return parse_metadata_v1(sync_call(s, metadata_request(1)))
+    with _wire(port, timeout) as c:
+        return partition_counts(c.request(ApiKey.METADATA, 1, topics=None))
 
 
 # --------------------------------------------------------------------------------------
@@ -304,7 +240,7 @@ class Running:
                 if want is None or all(md.get(t) == n for t, n in want.items()):
                     return time.perf_counter() - t0
                 last = f"metadata lists {sum(1 for t in want if t in md)}/{len(want)} topics"
-            except (OSError, struct.error, ConnectionError) as exc:
+            except (OSError, KafkaError) as exc:
                 last = repr(exc)
             time.sleep(0.02)
         raise TimeoutError(f"{self.kind.name} not ready after {timeout}s ({last})")
@@ -441,7 +377,7 @@ THROUGHPUT = WORKLOADS[:7]
 
 def run_perf(mode: str, bootstrap: str, topic: str, n: int, size: int, parts: int, acks: str, comp: str,
              timeout: float, extra: list[str] | None = None) -> dict:
-    cmd = [PY, "-m", "broker.perf", mode, "--bootstrap-server", bootstrap, "--topic", topic,
+    cmd = [PY, "-m", "broker.tools.perf", mode, "--bootstrap-server", bootstrap, "--topic", topic,
            "--num-records", str(n), "--record-size", str(size), "--partitions", str(parts), "--acks", acks,
            "--compression", comp, "--timeout", str(timeout), "--json", *(extra or [])]
     try:
@@ -484,7 +420,8 @@ async def _idle_connections(port: int, n: int, hold: float) -> tuple[list, int, 
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
                 conns.append(writer)
-                writer.write(api_versions_request(2 * i + 1) + metadata_request(2 * i + 2))
+                writer.write(encode_request(ApiKey.API_VERSIONS, 0, 2 * i + 1, BENCH_CLIENT)
+                             + encode_request(ApiKey.METADATA, 1, 2 * i + 2, BENCH_CLIENT, topics=None))
                 await asyncio.wait_for(read_frame(reader), 10)
                 await asyncio.wait_for(read_frame(reader), 10)
                 return True
@@ -499,7 +436,7 @@ async def _idle_connections(port: int, n: int, hold: float) -> tuple[list, int, 
 
 
 def idle_conns_workload(b: Running, sizes: Sizes) -> dict:
-    with contextlib.suppress(OSError, ConnectionError):
+    with contextlib.suppress(OSError, KafkaError):
         metadata_once(b.port)
     time.sleep(1.0)
     before = b.rss_mb()
@@ -541,14 +478,15 @@ def partitions_workload(b: Running, sizes: Sizes) -> dict:
     time.sleep(1.0)
     rss = b.rss_mb()
     lat = []
-    with socket.create_connection(("127.0.0.1", b.port), timeout=30) as s:
-        md = parse_metadata_v1(sync_call(s, metadata_request(1)))  # warm-up
+    with _wire(b.port, 30) as c:
+        md = partition_counts(c.request(ApiKey.METADATA, 1, topics=None))  # warm-up
         got = sum(md.get(t, 0) for t in names)
         if got != ntopics * per:
             raise WorkloadFailed(f"Metadata lists {got} of {ntopics * per} partitions")
-        for i in range(sizes.metadata_requests):
+        for _ in range(sizes.metadata_requests):
             t1 = time.perf_counter()
-            sync_call(s, metadata_request(i + 2))
+            c.send(ApiKey.METADATA, 1, topics=None)
+            c.receive_frame()  # the broker's time, not the decoding's
             lat.append((time.perf_counter() - t1) * 1000)
     lat.sort()
     res = {"create_s": create_s, "rss_mb": rss,

@@ -8,7 +8,10 @@ import logging
 import signal
 import sys
 
+from storage import dump_log
+
 from .config import BrokerConfig, ConfigError, read_properties
+from .tools import groups_cli, log_dirs_cli, perf, topics_cli
 
 log = logging.getLogger("krait")
 
@@ -30,6 +33,7 @@ def load_config(properties: str | None, overrides: list[str]) -> BrokerConfig:
 
 
 async def _serve(config: BrokerConfig) -> int:
+    # imported here so that the client commands do not load the whole daemon
     from .broker import Broker
 
     broker = Broker(config)
@@ -93,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
         "serve": serve,
-        "topics": lambda a: _lazy("broker.admin_cli", "topics_main", a),
-        "groups": lambda a: _lazy("broker.admin_cli", "groups_main", a),
-        "log-dirs": lambda a: _lazy("broker.admin_cli", "log_dirs_main", a),
-        "dump-log": lambda a: _lazy("storage.dump_log", "main", a),
-        "perf": lambda a: _lazy("broker.perf", "main", a),
+        "topics": topics_cli.main,
+        "groups": groups_cli.main,
+        "log-dirs": log_dirs_cli.main,
+        "dump-log": dump_log.main,
+        "perf": perf.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: krait {serve,topics,groups,log-dirs,dump-log,perf} [options]\n"
@@ -109,12 +113,6 @@ def main(argv: list[str] | None = None) -> int:
               "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
-
-
-def _lazy(module: str, func: str, argv: list[str]) -> int:
-    import importlib
-
-    return int(getattr(importlib.import_module(module), func)(argv) or 0)
 
 
 if __name__ == "__main__":

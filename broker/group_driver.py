@@ -15,6 +15,11 @@ from coordinator.coordinator import GroupCoordinator
 from protocol.errors import ProtocolError
 from protocol.records import build_batch, iter_headers, iter_records
 
+from .config import BrokerConfig
+from .replica_manager import ReplicaManager
+from .topic_admin import TopicAdmin
+from .topics import TopicRegistry
+
 log = logging.getLogger("krait.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -25,24 +30,33 @@ def _now_ms() -> int:
 
 
 class CoordinatorDriver:
-    def __init__(self, broker: Any):
-        self.broker = broker
-        self.config = CoordinatorConfig.from_properties(broker.config.values)
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin):
+        self.broker_config = config
+        self.registry = registry
+        self.replicas = replicas
+        self.topics = topics
+        self.config = CoordinatorConfig.from_properties(config.values)
         self.coordinator = GroupCoordinator(self.config, _now_ms, self,
-                                            partition_exists=lambda t, p: broker.logs.get(t, p) is not None)
+                                            partition_exists=lambda t, p: replicas.logs.get(t, p) is not None)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._stopped = False
-        if broker.registry.get(OFFSETS_TOPIC) is not None:
+        topics.internal_topic_creators[OFFSETS_TOPIC] = self.ensure_topic
+        if registry.get(OFFSETS_TOPIC) is not None:
             self._load()
 
     # --- the __consumer_offsets topic -----------------------------------------------------------
+    def ready(self) -> CoordinatorDriver:
+        """The driver, with __consumer_offsets created (group APIs create it on first use)."""
+        self.ensure_topic()
+        return self
+
     def ensure_topic(self) -> None:
         """Create __consumer_offsets on first use, as Kafka does."""
-        if self.broker.registry.get(OFFSETS_TOPIC) is not None:
+        if self.registry.get(OFFSETS_TOPIC) is not None:
             return
-        cfg = self.broker.config
-        self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
+        cfg = self.broker_config
+        self.topics.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
             "cleanup.policy": "compact",
             "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
             "compression.type": "producer",
@@ -55,12 +69,12 @@ class CoordinatorDriver:
     def _load(self) -> None:
         """Replay every partition of __consumer_offsets into the coordinator."""
         t0 = time.monotonic()
-        info = self.broker.registry.get(OFFSETS_TOPIC)
+        info = self.registry.get(OFFSETS_TOPIC)
         partitions = range(info.partitions)
         self.coordinator.start_loading(partitions)
         total = 0
         for p in partitions:
-            plog = self.broker.logs.get(OFFSETS_TOPIC, p)
+            plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
             records = list(self._read_partition(plog)) if plog is not None else []
             total += len(records)
             self.coordinator.load_partition(p, records)
@@ -95,11 +109,9 @@ class CoordinatorDriver:
 
     # --- OffsetsLog protocol ------------------------------------------------------------------
     def append(self, partition: int, records: list) -> None:
-        from .handlers.produce import append_partition
-
         # A KafkaError raised here carries the error code the coordinator maps for clients.
         batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
-        append_partition(self.broker, OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
+        self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
 
     # --- calling the coordinator ------------------------------------------------------------
     def call(self, op, req, **kwargs):

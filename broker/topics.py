@@ -16,6 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storage.config import LogConfig
+
+from .config import TOPIC_DEFAULT_SOURCES, ConfigError, validate_dynamic_configs
+
 METADATA_FILE = "krait-metadata.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -123,11 +127,8 @@ class TopicRegistry:
         return info
 
 
-
 def dynamic_topic_defaults(default: dict[str, str], per_broker: dict[str, str]) -> dict[str, str]:
     """Topic-config defaults set by dynamic broker configs, under their topic-level names."""
-    from .config import TOPIC_DEFAULT_SOURCES
-
     merged = {**default, **per_broker}
     return {t: merged[b] for t, b in TOPIC_DEFAULT_SOURCES.items() if b in merged}
 
@@ -135,10 +136,6 @@ def dynamic_topic_defaults(default: dict[str, str], per_broker: dict[str, str]) 
 def _valid_dynamic(configs: dict[str, str], per_broker: bool) -> dict[str, str]:
     """Persisted dynamic configs that are still valid; as Kafka does, others are logged and
     ignored rather than stopping the broker (a Krait upgrade may refuse a key it accepted)."""
-    from storage.config import LogConfig
-
-    from .config import TOPIC_DEFAULT_SOURCES, ConfigError, validate_dynamic_configs
-
     reverse = {b: t for t, b in TOPIC_DEFAULT_SOURCES.items()}
     out = {}
     for k, v in configs.items():

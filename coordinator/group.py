@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.records import OffsetCommitValue, decode_subscription_topics
+from coordinator.consumer_protocol import decode_subscription_topics
+from coordinator.records import OffsetCommitValue
 
 __all__ = ["GroupState", "Member", "Group", "Pending", "CONSUMER_PROTOCOL_TYPE"]
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocol.varint import encode_uvarint
+from protocol.errors import DecodeError
+from protocol.varint import encode_uvarint, read_uvarint, skip_tagged_fields
 
 __all__ = [
     "RecordDecodeError",
@@ -40,7 +41,6 @@ __all__ = [
     "decode_key",
     "decode_offset_commit_value",
     "decode_group_metadata_value",
-    "decode_subscription_topics",
     "OFFSET_COMMIT_KEY_VERSION",
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
@@ -260,16 +260,11 @@ class _Reader:
         return _I64.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
-        shift = 0
-        result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:  # Kafka's varints here are at most 5 bytes (int32 range).
-                raise RecordDecodeError("varint too long")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except DecodeError as e:
+            raise RecordDecodeError(str(e)) from None
+        return value
 
     def string(self, nullable: bool = False) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.i16()
@@ -305,9 +300,10 @@ class _Reader:
     def skip_tags(self) -> None:
         if not self.flexible:
             return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+        try:
+            self.pos = skip_tagged_fields(self.data, self.pos)
+        except DecodeError as e:
+            raise RecordDecodeError(str(e)) from None
 
     def end(self) -> None:
         # Kafka's readers ignore trailing bytes of a known version, but for a log that clients
@@ -387,21 +383,4 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> 
     r.skip_tags()
     r.end()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)
-
-
-def decode_subscription_topics(metadata: bytes) -> set[str] | None:
-    """Topics of a ConsumerProtocolSubscription (clients/ConsumerProtocolSubscription.json).
-
-    Every version (0-3, never flexible) starts with int16 version then ``[]string Topics``;
-    Kafka parses newer versions with the current format, so we read just that prefix.
-    Returns None when the bytes are not a subscription (the caller then assumes the member
-    may consume any topic, as Kafka does when it cannot compute subscribedTopics).
-    """
-    try:
-        r = _Reader(metadata)
-        if r.i16() < 0:
-            return None
-        return {r.str_() for _ in range(r.array_len())}
-    except RecordDecodeError:
-        return None
 

@@ -1,5 +1,6 @@
-"""The API registry: for every Kafka API Krait serves, the version range it supports and
-the kio request/response types for each version.
+"""The API registry: Kafka's API keys, the version ranges Krait serves (declared by the
+broker's handler modules, see broker/handlers/__init__.py) and the kio request/response
+types for each version.
 
 kio generates one Python dataclass module per (API, version) from Kafka's own JSON
 schemas; this module is the only place that knows how to find them.
@@ -8,6 +9,7 @@ schemas; this module is the only place that knows how to find them.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -69,47 +71,16 @@ class ApiRange:
         return self.min_version if self.min_served is None else self.min_served
 
 
-_RANGES = [
-    ApiRange(ApiKey.PRODUCE, 0, 11, min_served=3),
-    ApiRange(ApiKey.FETCH, 4, 17),
-    ApiRange(ApiKey.LIST_OFFSETS, 1, 10),
-    ApiRange(ApiKey.METADATA, 0, 12),
-    ApiRange(ApiKey.OFFSET_COMMIT, 2, 9),
-    ApiRange(ApiKey.OFFSET_FETCH, 1, 9),
-    ApiRange(ApiKey.FIND_COORDINATOR, 0, 6),
-    ApiRange(ApiKey.JOIN_GROUP, 0, 9),
-    ApiRange(ApiKey.HEARTBEAT, 0, 4),
-    ApiRange(ApiKey.LEAVE_GROUP, 0, 5),
-    ApiRange(ApiKey.SYNC_GROUP, 0, 5),
-    ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 5),
-    ApiRange(ApiKey.LIST_GROUPS, 0, 5),
-    ApiRange(ApiKey.API_VERSIONS, 0, 4),
-    ApiRange(ApiKey.CREATE_TOPICS, 2, 7),
-    ApiRange(ApiKey.DELETE_TOPICS, 1, 6),
-    ApiRange(ApiKey.DELETE_RECORDS, 0, 2),
-    ApiRange(ApiKey.INIT_PRODUCER_ID, 0, 5),
-    ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
-    ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4),
-    ApiRange(ApiKey.ALTER_CONFIGS, 0, 2),
-    # v0 of both was removed in Kafka 4.0 (KIP-896); kio has no v0 either
-    ApiRange(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2),
-    ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
-    ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3),
-    ApiRange(ApiKey.DELETE_GROUPS, 0, 2),
-    ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
-    ApiRange(ApiKey.OFFSET_DELETE, 0, 0),
-    ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1),
-    # without an authorizer these answer SECURITY_DISABLED, as Kafka does; v0 went in 4.0
-    ApiRange(ApiKey.DESCRIBE_ACLS, 1, 3),
-    ApiRange(ApiKey.CREATE_ACLS, 1, 3),
-    ApiRange(ApiKey.DELETE_ACLS, 1, 3),
-    ApiRange(ApiKey.ELECT_LEADERS, 0, 2),
-    ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0),
-    ApiRange(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
-]
+#: api key -> served range, in the order ApiVersions lists them. Filled by the broker's
+#: handler modules, which declare the versions they serve (broker.handlers.handles).
+SUPPORTED: dict[int, ApiRange] = {}
 
-#: api key -> advertised range, in the order ApiVersions lists them
-SUPPORTED: dict[int, ApiRange] = {r.api_key: r for r in sorted(_RANGES, key=lambda r: r.api_key)}
+
+def register(r: ApiRange) -> None:
+    """Declare a served API range (called by the handler registry)."""
+    SUPPORTED[r.api_key] = r
+    for key in sorted(SUPPORTED):  # keep key order: ApiVersions lists them so
+        SUPPORTED[key] = SUPPORTED.pop(key)
 
 
 def api_name(api_key: int) -> str:
@@ -117,9 +88,21 @@ def api_name(api_key: int) -> str:
 
 
 def is_supported(api_key: int, version: int) -> bool:
-    """Whether a request of this key and version can be decoded and served."""
+    """Whether a request of this key and version is served (declared by a handler)."""
     r = SUPPORTED.get(api_key)
     return r is not None and r.served_from <= version <= r.max_version
+
+
+@cache
+def has_schema(api_key: int, version: int, kind: str = "request") -> bool:
+    """Whether kio has the (API, version) schema, i.e. the codec can handle it at all."""
+    name = api_key_map.get(api_key)
+    if name is None or version < 0:
+        return False
+    try:
+        return importlib.util.find_spec(f"kio.schema.{name}.v{version}.{kind}") is not None
+    except ModuleNotFoundError:  # the version's package itself is missing
+        return False
 
 
 @cache

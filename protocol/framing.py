@@ -80,14 +80,14 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
             pos += n
         elif n != -1:
             raise DecodeError(f"bad client id length {n}")
-    if apis.is_supported(api_key, api_version) and apis.is_flexible_request(api_key, api_version):
+    if apis.has_schema(api_key, api_version) and apis.is_flexible_request(api_key, api_version):
         pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
     """Decode the body of a request into its kio dataclass."""
-    if not apis.is_supported(header.api_key, header.api_version):
+    if not apis.has_schema(header.api_key, header.api_version):
         raise UnsupportedVersionError(
             f"{apis.api_name(header.api_key)} v{header.api_version} is not supported"
         )

@@ -30,6 +30,7 @@ from crc32c import crc32c
 
 from .compression import Codec, compress, decompress
 from .errors import CorruptRecordError, InvalidRecordError
+from .varint import read_varlong, write_varlong
 
 __all__ = [
     "HEADER_SIZE",
@@ -226,36 +227,8 @@ class Record:
     attributes: int = 0
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint (Kafka's ByteUtils.readVarlong)."""
-    result = 0
-    shift = 0
-    n = len(buf)
-    while True:
-        if pos >= n:
-            raise CorruptRecordError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    v = (value << 1) ^ (value >> 63)
-    v &= 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _read_varint(buf, pos)
+    n, pos = read_varlong(buf, pos)
     if n < 0:
         return None, pos
     if pos + n > len(buf):
@@ -268,17 +241,17 @@ def decode_records(h: BatchHeader, body: bytes) -> Iterator[Record]:
     pos = 0
     end = len(body)
     for _ in range(h.record_count):
-        length, pos = _read_varint(body, pos)
+        length, pos = read_varlong(body, pos)
         rec_end = pos + length
         if length < 0 or rec_end > end:
             raise CorruptRecordError("record length runs past the end of the batch")
         attributes = body[pos]
         pos += 1
-        ts_delta, pos = _read_varint(body, pos)
-        off_delta, pos = _read_varint(body, pos)
+        ts_delta, pos = read_varlong(body, pos)
+        off_delta, pos = read_varlong(body, pos)
         key, pos = _read_bytes(body, pos)
         value, pos = _read_bytes(body, pos)
-        nh, pos = _read_varint(body, pos)
+        nh, pos = read_varlong(body, pos)
         if nh < 0 or nh > length:
             raise CorruptRecordError("bad header count")
         headers = []
@@ -334,7 +307,7 @@ def _scan_records(h: BatchHeader, body: bytes) -> list[RecordInfo]:
     # Nearly every varint here is one byte: those are decoded inline, since a call per
     # varint would cost more than the rest of the walk. Running off the end of ``body``
     # raises IndexError or CorruptRecordError, which scan_records reports as Kafka does.
-    read = _read_varint
+    read = read_varlong
     end = len(body)
     base_offset = h.base_offset
     # a LogAppendTime batch's records all carry its maxTimestamp (Kafka's Record.timestamp())
@@ -424,26 +397,26 @@ def iter_records(batch: bytes | bytearray | memoryview, pos: int = 0) -> Iterato
 def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
                   value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()) -> None:
     body = bytearray(b"\x00")  # record attributes: unused, always 0
-    _write_varint(body, timestamp_delta)
-    _write_varint(body, offset_delta)
+    write_varlong(body, timestamp_delta)
+    write_varlong(body, offset_delta)
     for field in (key, value):
         if field is None:
-            _write_varint(body, -1)
+            write_varlong(body, -1)
         else:
-            _write_varint(body, len(field))
+            write_varlong(body, len(field))
             body += field
     headers = list(headers)
-    _write_varint(body, len(headers))
+    write_varlong(body, len(headers))
     for hk, hv in headers:
         hkb = hk.encode()
-        _write_varint(body, len(hkb))
+        write_varlong(body, len(hkb))
         body += hkb
         if hv is None:
-            _write_varint(body, -1)
+            write_varlong(body, -1)
         else:
-            _write_varint(body, len(hv))
+            write_varlong(body, len(hv))
             body += hv
-    _write_varint(out, len(body))
+    write_varlong(out, len(body))
     out += body
 
 

@@ -1,11 +1,13 @@
-"""Unsigned varints (Kafka's compact lengths and tagged-field headers) and tagged-field
-skipping: one implementation for every codec in Krait."""
+"""Varints, one implementation for every codec in Krait: unsigned varints (Kafka's compact
+lengths and tagged-field headers), tagged-field skipping, and the zig-zag signed varints
+of record fields (Kafka's ByteUtils.readVarlong/writeVarlong). The Spark decoder keeps its
+own numba-compiled copy (spark_jobs/decode.py): numba cannot call these."""
 
 from __future__ import annotations
 
-from .errors import DecodeError
+from .errors import CorruptRecordError, DecodeError
 
-__all__ = ["encode_uvarint", "read_uvarint", "skip_tagged_fields"]
+__all__ = ["encode_uvarint", "read_uvarint", "skip_tagged_fields", "read_varlong", "write_varlong"]
 
 
 def encode_uvarint(n: int) -> bytes:
@@ -45,3 +47,33 @@ def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int, end: int |
         if pos > end:
             raise DecodeError("tagged field runs past the end of the frame")
     return pos
+
+
+def read_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Zig-zag signed varint of a record field: (value, next position). Record bytes are
+    client data, so a bad one is a corrupt record, not a bad frame."""
+    result = 0
+    shift = 0
+    n = len(buf)
+    while True:
+        if pos >= n:
+            raise CorruptRecordError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def write_varlong(out: bytearray, value: int) -> None:
+    """Append ``value`` as a zig-zag signed varint."""
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)

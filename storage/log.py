@@ -1,15 +1,11 @@
-"""PartitionLog: one partition's ordered segments; append, read, roll, retention, recovery.
+"""PartitionLog: one partition's live log (Kafka's UnifiedLog/LocalLog): append, read,
+roll, flush, retention, truncation.
 
 The log lives in ``<log.dir>/<topic>-<partition>/``. The last segment is the active one
 (its indexes mapped for appending). Offsets are located by a binary search over segment
 base offsets, then the segment's sparse index, then a short walk over batch headers.
-
-Loading (Kafka's LogLoader): leftover ``.cleaned``/``.tmp``/``.deleted`` files are removed,
-``.swap`` files (a compaction that finished writing) are swapped in, segments lacking
-index files get them rebuilt. After a clean shutdown only the active segment is looked
-at (from its last index entry to its end), so a clean start costs O(segments) stats, not
-O(bytes). After a crash every segment from the recovery point on is re-read with CRC
-checks, truncated at the first invalid batch, and later segments are dropped.
+Opening the directory (recovery after a crash included) is storage.loader's; checking
+what a producer sent before it is appended is storage.validator's.
 
 Every OSError on the write path takes this partition (only) offline: later calls raise
 KafkaStorageError until the log is reopened.
@@ -24,23 +20,15 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.records import BatchHeader, assign_offsets, iter_records
 
 from .config import LogConfig
-from .errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
+from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .loader import load_log, rebuild_producer_state
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
-from .segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    INT32_MAX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    scan_headers,
-)
+from .segment import DELETED_SUFFIX, INT32_MAX, LogSegment
 
 __all__ = ["PartitionLog", "FileRegion", "AppendResult", "parse_dir_name"]
 
@@ -98,18 +86,23 @@ class PartitionLog:
         self._config = config
         self.clock = clock
         self.topic_id = topic_id
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self.producer_state = ProducerStateManager(directory)
         self.offline = False
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
-        self.recovery_point = 0
-        self._log_start = 0
-        self._leo = 0
-        self._hw = 0
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        loaded = load_log(directory, config, self.producer_state, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown)
+        self.segments = loaded.segments
+        # segment.ms counts from now while the active segment holds no timestamp
+        self.segments[-1].created_ms = self._now_ms()
+        self._bases: list[int] = [s.base_offset for s in self.segments]
+        self.recovery_point = loaded.recovery_point
+        self._log_start = loaded.log_start_offset
+        self._leo = loaded.log_end_offset
+        self._hw = self._leo  # single replica: everything in the log is committed
+        #: "topic-partition", as Kafka names a partition in messages (built once, not per append)
+        self.name = f"{topic}-{partition}"
 
     # --- properties ----------------------------------------------------------------
 
@@ -166,132 +159,16 @@ class PartitionLog:
         log.error("storage error on %s-%d, taking it offline: %s", self.topic, self.partition, exc)
         return KafkaStorageError(f"{self.topic}-{self.partition}: {exc}")
 
-    # --- loading -------------------------------------------------------------------
-
-    def _load(self, recovery_point: int, log_start_ckpt: int, clean: bool) -> None:
-        os.makedirs(self.dir, exist_ok=True)
-        names = os.listdir(self.dir)
-        for name in names:
-            path = os.path.join(self.dir, name)
-            if name.endswith((".tmp", CLEANED_SUFFIX, DELETED_SUFFIX)):
-                # .cleaned: a compaction that had not finished (its sources are intact);
-                # .deleted: a delete that was scheduled; .tmp: a half-written snapshot.
-                _unlink(path)
-        names = os.listdir(self.dir)
-        for name in sorted(names):
-            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                self._complete_swap(int(name.split(".")[0]))
-        bases = sorted(int(n[: -len(LOG_SUFFIX)]) for n in os.listdir(self.dir)
-                       if n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit())
-        base_set = set(bases)
-        for name in os.listdir(self.dir):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex"):
-                stem = name[: -len(suffix)]
-                if name.endswith(suffix) and stem.isdigit() and int(stem) not in base_set:
-                    _unlink(os.path.join(self.dir, name))  # orphan index without its .log
-        max_index = self._config.segment_index_bytes
-        for b in bases:
-            seg = self._new_segment(b)
-            if not seg.has_index_files():
-                log.info("%s: index files missing, rebuilding", seg.log_path)
-                seg.recover(max_index)
-            self.segments.append(seg)
-        if not self.segments:
-            fresh = self._new_segment(max(log_start_ckpt, 0))
-            fresh.make_active(max_index)  # creates the .log and both index files
-            _ = fresh.fd
-            self.segments.append(fresh)
-        self._bases = [s.base_offset for s in self.segments]
-
-        if not clean:
-            self._recover_unflushed(recovery_point)
-        active = self.segments[-1]
-        next_offset, end = active.read_next_offset()
-        if end != active.size:
-            log.warning("%s: %d bytes after the last whole batch, recovering the segment", active.log_path, active.size - end)
-            active.recover(max_index, start_offset=active.base_offset)
-            next_offset, _ = active.read_next_offset()
-        active.make_active(max_index)
-        active.created_ms = self._now_ms()
-        self._leo = max(next_offset, active.base_offset)
-        self._log_start = min(max(log_start_ckpt, self.segments[0].base_offset), self._leo)
-        self.recovery_point = self._leo if not clean else min(max(recovery_point, 0), self._leo)
-        if clean:
-            self.recovery_point = self._leo
-        self._hw = self._leo  # single replica: everything in the log is committed
-        self._load_producer_state(clean)
-
-    def _complete_swap(self, base: int) -> None:
-        """Finish a compaction swap interrupted by a crash (Kafka's LogLoader does the same)."""
-        swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX)
-        next_offset = base
-        for _, h in scan_headers(swap.fd, 0, swap.size):
-            next_offset = h.next_offset
-        swap.close()
-        for name in os.listdir(self.dir):
-            if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
-                b = int(name[:-4])
-                if base <= b < max(next_offset, base + 1):
-                    old = self._new_segment(b)
-                    old.delete()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            src = os.path.join(self.dir, f"{base:020d}{suffix}{SWAP_SUFFIX}")
-            if os.path.exists(src):
-                os.replace(src, src[: -len(SWAP_SUFFIX)])
-        seg = self._new_segment(base)
-        if not seg.has_index_files():
-            seg.recover(self._config.segment_index_bytes)
-        seg.close()
-        log.info("completed interrupted compaction swap of segment %d in %s", base, self.dir)
-
-    def _recover_unflushed(self, recovery_point: int) -> None:
-        i = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        max_index = self._config.segment_index_bytes
-        while i < len(self.segments):
-            seg = self.segments[i]
-            truncated = seg.recover(max_index, start_offset=seg.base_offset)
-            if truncated > 0 and i + 1 < len(self.segments):
-                log.warning("%s: dropping %d segments after the corrupt one", self.dir, len(self.segments) - i - 1)
-                for later in self.segments[i + 1 :]:
-                    later.delete()
-                del self.segments[i + 1 :]
-                break
-            i += 1
-        self._bases = [s.base_offset for s in self.segments]
-
-    def _load_producer_state(self, clean: bool) -> None:
-        ps = self.producer_state
-        snap = ps.load(self._leo)
-        if snap < 0:
-            # No snapshot: like Kafka, avoid a scan of the whole log; replay the last two
-            # segments (Kafka writes snapshots at every roll, so this is the usual window).
-            start = self.segments[-2].base_offset if len(self.segments) > 1 else self.segments[0].base_offset
-        else:
-            start = snap
-        start = max(start, self._log_start)
-        if start < self._leo:
-            i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-            for seg in self.segments[i:]:
-                found = seg.translate_offset(start)
-                if found is None:
-                    continue
-                for _, h in seg.iter_headers(found[0]):
-                    if h.last_offset >= start:
-                        ps.replay(h)
-        ps.map_end_offset = self._leo
-
     # --- append --------------------------------------------------------------------
 
     def append(self, buf: bytearray, headers: list[BatchHeader], *, leader_epoch: int = 0,
                log_append_time_ms: int | None = None) -> AppendResult:
-        """Assign offsets to validated batches in ``buf`` and write them with one pwrite."""
+        """Assign offsets to batches in ``buf`` and write them with one pwrite. The batches
+        must have passed :func:`storage.validator.validate_for_append` (sizes included)."""
         self._check_online()
         if not headers:
             raise ValueError("append needs at least one batch")
         cfg = self._config
-        for h in headers:
-            if h.size > cfg.max_message_bytes:
-                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
         base = self._leo
         dup, pending = self.producer_state.prepare(headers, base)
         if dup is not None:
@@ -341,7 +218,7 @@ class PartitionLog:
         self.producer_state.take_snapshot(new_base)
         seg = self._new_segment(new_base)
         for p in seg.paths():
-            _unlink(p)  # a stale empty file from an earlier life of this offset
+            Path(p).unlink(missing_ok=True)  # a stale empty file from an earlier life of this offset
         seg.make_active(self._config.segment_index_bytes)
         seg.created_ms = self._now_ms()
         self.segments.append(seg)
@@ -559,7 +436,7 @@ class PartitionLog:
         self._log_start = min(self._log_start, self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
         self.producer_state.delete_snapshots_above(self._leo)
-        self._load_producer_state(clean=True)
+        rebuild_producer_state(self.producer_state, self.segments, self._log_start, self._leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for s in self.segments:
@@ -569,7 +446,7 @@ class PartitionLog:
         self._pending_deletes = []
         for name in os.listdir(self.dir):
             if name.endswith(SNAPSHOT_SUFFIX):
-                _unlink(os.path.join(self.dir, name))
+                Path(self.dir, name).unlink(missing_ok=True)
         seg = self._new_segment(offset)
         seg.make_active(self._config.segment_index_bytes)
         seg.created_ms = self._now_ms()
@@ -610,9 +487,3 @@ class PartitionLog:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, end={self._leo}, "
                 f"hw={self._hw}, segments={len(self.segments)})")
 
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -1,6 +1,11 @@
 import pytest
 
+from broker.handlers import load_all
 from tests.krait_harness import BrokerProcess
+
+# The served API versions are declared by the broker's handler modules: load them so that
+# protocol.apis.SUPPORTED is filled for tests that iterate the served versions.
+load_all()
 
 
 @pytest.fixture(scope="session")

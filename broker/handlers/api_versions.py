@@ -30,7 +30,7 @@ def _body(version: int) -> bytes:
     return framing.encode_body(resp)
 
 
-@handles(ApiKey.API_VERSIONS)
+@handles(ApiKey.API_VERSIONS, versions=(0, 4))
 def api_versions(broker: Broker, ctx, req) -> list[bytes]:
     body = _body(ctx.version)
     return [struct.pack(">ii", len(body) + 4, ctx.header.correlation_id), body]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.CREATE_ACLS)
+@handles(ApiKey.CREATE_ACLS, versions=(1, 3))
 def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = [dict(error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER) for _ in req.creations]
     return make(apis.response_type(ApiKey.CREATE_ACLS, ctx.version), throttle_time=0, results=results)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.DELETE_ACLS)
+@handles(ApiKey.DELETE_ACLS, versions=(1, 3))
 def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = [dict(error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER, matching_acls=[])
                for _ in req.filters]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.DESCRIBE_ACLS)
+@handles(ApiKey.DESCRIBE_ACLS, versions=(1, 3))
 def describe_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return make(apis.response_type(ApiKey.DESCRIBE_ACLS, ctx.version), throttle_time=0,
                 error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured on the broker",

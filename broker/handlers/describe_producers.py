@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from . import handles
 
@@ -19,18 +19,17 @@ if TYPE_CHECKING:
 
 
 def _partition(broker: Broker, topic: str, index: int) -> dict:
-    plog = broker.logs.get(topic, index)
-    if plog is None:
-        return dict(partition_index=index, error_code=ErrorCode.unknown_topic_or_partition,
-                    error_message=None, active_producers=[])
+    try:
+        entries = broker.replicas.active_producers(topic, index)
+    except KafkaError as exc:
+        return dict(partition_index=index, error_code=exc.error_code, error_message=None, active_producers=[])
     producers = [dict(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
                       last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                      current_txn_start_offset=e.current_txn_first_offset)
-                 for e in plog.producer_state.producers.values()]
+                      current_txn_start_offset=e.current_txn_first_offset) for e in entries]
     return dict(partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers)
 
 
-@handles(ApiKey.DESCRIBE_PRODUCERS)
+@handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
 def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topics = [dict(name=t.name, partitions=[_partition(broker, t.name, i) for i in t.partition_indexes])
               for t in req.topics]

@@ -43,7 +43,7 @@ def _response(ctx: RequestContext, topics: list[dict], next_cursor: dict | None 
                 next_cursor=next_cursor)
 
 
-@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, versions=(0, 0))
 def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     reg = broker.registry
     cursor = req.cursor

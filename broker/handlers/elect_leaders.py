@@ -33,7 +33,7 @@ def _partition(broker: Broker, topic: str, partition: int) -> dict:
                 error_message="Leader election not needed for topic partition.")
 
 
-@handles(ApiKey.ELECT_LEADERS)
+@handles(ApiKey.ELECT_LEADERS, versions=(0, 2))
 def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.ELECT_LEADERS, ctx.version)
     election = getattr(req, "election_type", PREFERRED)

@@ -9,7 +9,6 @@ handles by sending full fetch requests.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,13 +23,11 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-LEADER_EPOCH = 0
-
 
 def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
     reg = broker.registry
-    logs = broker.logs
+    replicas = broker.replicas
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     any_error = False
@@ -51,44 +48,33 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
         for p in t.partitions:
             fp = FetchPartition(p.partition, records=b"")
             ft.partitions.append(fp)
-            if info is None:
-                fp.error_code = ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
-                any_error = True
-                continue
-            plog = logs.get(name, p.partition)
-            if plog is None:
-                fp.error_code = ErrorCode.unknown_topic_or_partition
-                any_error = True
-                continue
-            cle = getattr(p, "current_leader_epoch", -1)
-            if cle > LEADER_EPOCH:
-                fp.error_code = ErrorCode.unknown_leader_epoch
-                any_error = True
-                continue
-            keys.append((name, p.partition))
-            hw = plog.high_watermark
-            fp.high_watermark = hw
-            fp.last_stable_offset = hw
-            fp.log_start_offset = plog.log_start_offset
             try:
+                if info is None:
+                    raise KafkaError(ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition)
+                plog = replicas.partition(name, p.partition)
+                replicas.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+                keys.append((name, p.partition))
                 if remaining <= 0 and not first:
+                    fp.high_watermark = fp.last_stable_offset = plog.high_watermark
+                    fp.log_start_offset = plog.log_start_offset
                     continue
-                region = plog.read(p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)),
-                                   max_offset=hw, min_one_batch=first)
+                got = replicas.read(plog, p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)),
+                                    min_one_batch=first)
             except KafkaError as exc:
                 fp.error_code = exc.error_code
                 any_error = True
                 continue
-            if region is not None and region.length > 0:
-                data = os.pread(region.fd, region.length, region.position)
-                fp.records = data
-                total += len(data)
-                remaining -= len(data)
+            fp.high_watermark, fp.last_stable_offset, fp.log_start_offset = (
+                got.high_watermark, got.last_stable_offset, got.log_start_offset)
+            if got.records:
+                fp.records = got.records
+                total += len(got.records)
+                remaining -= len(got.records)
                 first = False
     return topics, total, any_error, keys
 
 
-@handles(ApiKey.FETCH)
+@handles(ApiKey.FETCH, versions=(4, 17))
 def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
     correlation_id = ctx.header.correlation_id
@@ -105,7 +91,7 @@ def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 async def _long_poll(broker: Broker, req, version, correlation_id, max_wait, keys):
     deadline = time.monotonic() + max_wait
     while True:
-        woke = await broker.purgatory.wait(keys, deadline - time.monotonic())
+        woke = await broker.replicas.wait_for_appends(keys, deadline - time.monotonic())
         topics, total, any_error, keys = _read_all(broker, req, version)
         if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
             return encode_fetch_response(version, correlation_id, topics)[0]

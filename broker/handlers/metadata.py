@@ -40,7 +40,7 @@ def _topic_entry(broker: Broker, info, ops: int) -> dict:
     )
 
 
-@handles(ApiKey.METADATA)
+@handles(ApiKey.METADATA, versions=(0, 12))
 def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Metadata bodies are cached, encoded, per (version, requested topics) until the topic
     registry changes: clients ask the same question every few seconds, and encoding
@@ -107,7 +107,7 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
                 topics.append(dict(error_code=ErrorCode.invalid_topic_exception, name=name, partitions=[]))
                 continue
             if allow_auto:
-                info = broker.auto_create(name)
+                info = broker.topics.auto_create(name)
             if info is None:
                 topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[]))
                 continue

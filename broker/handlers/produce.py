@@ -1,13 +1,11 @@
-"""Produce: per partition, validate the batch headers and CRC32C, assign offsets and
-append the bytes as received, wake parked fetches, answer. acks=0 sends nothing back
-(and, as in Kafka, an error closes the connection so the client notices).
-
-Records are walked only where Kafka's LogValidator would refuse some of them and the
-batch header cannot vouch for all: keys on compacted topics, timestamps outside
-message.timestamp.before/after.max.ms (only when the header's maxTimestamp or a finite
-before.max.ms leaves doubt), batches being re-compressed. A batch refused because of
-some records names them in the response (KIP-467 record_errors, Produce v8+), so that
-clients fail those records and report the rest as collateral."""
+"""Produce (key 0), v3-11 served (v0-2 advertised, answered UNSUPPORTED_VERSION per
+partition): per partition the ReplicaManager validates the batches (storage.validator,
+Kafka's LogValidator), assigns offsets, appends the bytes as received and wakes parked
+fetches; then the answer. acks=0
+sends nothing back (and, as in Kafka, an error closes the connection so the client
+notices). A batch refused because of some records names them in the response (KIP-467
+record_errors, Produce v8+), so that clients fail those records and report the rest as
+collateral."""
 
 from __future__ import annotations
 
@@ -20,147 +18,20 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.compression import Codec
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import (
-    ATTR_COMPRESSION_MASK,
-    ATTR_TIMESTAMP_TYPE,
-    LOG_OVERHEAD,
-    BatchHeader,
-    RecordInfo,
-    recompress,
-    scan_records,
-    validate_batches,
-)
-from storage.config import LONG_MAX, LogConfig
+from storage.validator import RecordValidationError
 
-from ..topics import INTERNAL_TOPICS
 from . import handles
 
 if TYPE_CHECKING:
-    from storage.log import PartitionLog
-
     from ..broker import Broker
     from ..server import RequestContext
 
 
 log = logging.getLogger("krait.produce")
 
-# topic compression.type -> codec the broker stores ("producer" keeps what was sent)
-_TOPIC_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4,
-                 "zstd": Codec.ZSTD}
 
-
-class RecordValidationError(KafkaError):
-    """A batch refused because of some of its records (Kafka's RecordValidationException):
-    ``record_errors`` holds (index of the record within its batch, message) in index order."""
-
-    def __init__(self, error_code: ErrorCode, message: str, record_errors: list[tuple[int, str]],
-                 log_start_offset: int):
-        super().__init__(error_code, message)
-        self.record_errors = record_errors
-        self.log_start_offset = log_start_offset
-
-
-def _java_long(v: int) -> int:
-    """``v`` wrapped to a signed 64-bit value, as Java's long arithmetic prints it."""
-    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
-
-
-def _record_errors(cfg: LogConfig, tp: str, h: BatchHeader, infos: list[RecordInfo], now_ms: int
-                   ) -> tuple[ErrorCode, list[tuple[int, str]]]:
-    """Kafka's LogValidator.validateRecord over one batch: a keyless record on a compacted
-    topic is INVALID_RECORD, else a timestamp out of range is INVALID_TIMESTAMP. Returns
-    the batch's error code (INVALID_TIMESTAMP if any record has it) and its record errors."""
-    errors: list[tuple[int, str]] = []
-    timestamp_error = False
-    before_ms, after_ms = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-    compact, create_time = cfg.compact, not cfg.log_append_time
-    for index, r in enumerate(infos):
-        if compact and r.key_size < 0:
-            errors.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
-        elif create_time and r.timestamp != -1:
-            diff = now_ms - r.timestamp
-            if diff > before_ms or -diff > after_ms:
-                timestamp_error = True
-                errors.append((index, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
-                                      f"The timestamp should be within [{_java_long(now_ms - before_ms)}, "
-                                      f"{_java_long(now_ms + after_ms)}]"))
-        elif h.is_log_append_time:
-            timestamp_error = True
-            errors.append((index, f"Invalid timestamp type in message DefaultRecord(offset={r.offset}, "
-                                  f"timestamp={r.timestamp}, key={max(r.key_size, 0)} bytes, "
-                                  f"value={max(r.value_size, 0)} bytes). Producer should not set timestamp type "
-                                  "to LogAppendTime."))
-    return (ErrorCode.invalid_timestamp if timestamp_error else ErrorCode.invalid_record), errors
-
-
-def _validate_records(plog: PartitionLog, topic: str, partition: int, records: bytes | bytearray | memoryview,
-                      headers: list[BatchHeader], now_ms: int, target_codec: int | None) -> None:
-    """Refuse the partition's batches if a record in them breaks the topic's rules, the
-    way Kafka does: batch by batch, indexes counted within the batch, the first batch
-    with record errors reported whole (Kafka stops there too).
-
-    Records are walked only where the header cannot rule an error out. On the default
-    path (CreateTime, before.max.ms unbounded, not compacted, no re-compression) that is
-    one comparison per batch: maxTimestamp against now + after.max.ms."""
-    cfg = plog.config
-    create_time = not cfg.log_append_time
-    # No header field bounds the smallest record timestamp (deltas may be negative), so a
-    # finite before.max.ms needs every batch's records; so do keys on compacted topics.
-    every_batch = cfg.compact or (create_time and cfg.message_timestamp_before_max_ms != LONG_MAX)
-    # LogAppendTime topics overwrite timestamps: no bound to check
-    upper_ms = now_ms + cfg.message_timestamp_after_max_ms if create_time else LONG_MAX
-    pos = 0
-    for h in headers:
-        # Clients never set the LogAppendTime bit themselves: Kafka refuses it on
-        # LogAppendTime topics, and on CreateTime ones checks the maxTimestamp all the
-        # batch's records then carry. Re-compressed batches are decoded anyway.
-        if (every_batch or h.max_timestamp > upper_ms or h.attributes & ATTR_TIMESTAMP_TYPE
-                or (target_codec is not None and h.attributes & ATTR_COMPRESSION_MASK != target_codec)):
-            infos = scan_records(records, pos, h)
-            code, errors = _record_errors(cfg, f"{topic}-{partition}", h, infos, now_ms)
-            if errors:
-                if code == ErrorCode.invalid_timestamp:
-                    message = "One or more records have been rejected due to invalid timestamp"
-                else:
-                    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-                    message = (f"One or more records have been rejected due to {len(errors)} record errors in "
-                               f"total, and only showing the first three errors at most: [{shown}]")
-                raise RecordValidationError(code, message, errors, plog.log_start_offset)
-        pos += h.batch_length + LOG_OVERHEAD  # (h.size, without a property call per batch)
-
-
-def append_partition(broker: Broker, topic: str, partition: int, records, now_ms: int, *, internal_ok: bool = False):
-    """Validate and append one partition's records; returns the AppendResult."""
-    if topic in INTERNAL_TOPICS and not internal_ok:
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                              f"Cannot append to internal topic {topic}")
-    plog = broker.logs.get(topic, partition)
-    if plog is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition)
-    if records is None:
-        raise KafkaError(ErrorCode.corrupt_message, "null records")
-    cfg = plog.config
-    headers = validate_batches(records)
-    for h in headers:
-        if h.size > cfg.max_message_bytes:
-            raise KafkaError(ErrorCode.message_too_large,
-                                  f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-    target = _TOPIC_CODECS.get(cfg.compression_type)
-    _validate_records(plog, topic, partition, records, headers, now_ms, target)
-    if target is not None and any(h.compression != target for h in headers):
-        # compression.type set on the topic: Kafka re-encodes; off the default path
-        records = recompress(records, headers, target)
-        headers = validate_batches(records, from_client=False)
-    buf = records if isinstance(records, bytearray) else bytearray(records)
-    result = plog.append(buf, headers, leader_epoch=0, log_append_time_ms=now_ms if cfg.log_append_time else None)
-    if not result.duplicate:
-        broker.purgatory.notify((topic, partition))
-    return result
-
-
-@handles(ApiKey.PRODUCE)
+@handles(ApiKey.PRODUCE, versions=(3, 11), advertised_from=0)
 def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     now_ms = int(time.time() * 1000)
@@ -175,7 +46,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry["error_code"] = ErrorCode.invalid_required_acks
             else:
                 try:
-                    res = append_partition(broker, td.name, pd.index, pd.records, now_ms)
+                    res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms)
                     entry["base_offset"] = res.base_offset
                     entry["log_start_offset"] = res.log_start_offset
                     if res.log_append_time_ms >= 0:

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from broker.admin_client import Connection
+from broker.tools.wire import WireClient
 from protocol.apis import SUPPORTED, ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, iter_headers, iter_records
@@ -18,7 +18,7 @@ def _all_records(data):
 
 
 def _conn(broker):
-    return Connection("127.0.0.1", broker.port, timeout=30)
+    return WireClient("127.0.0.1", broker.port, timeout=30)
 
 
 def _create(conn, name, partitions=1, configs=None):

@@ -16,24 +16,13 @@ import pytest
 from kio.schema.consumer_protocol_assignment.v3.data import ConsumerProtocolAssignment, TopicPartition
 from kio.serial import entity_writer
 
-from broker.admin_cli import (
-    format_group_offsets,
-    format_reset_offsets,
-    format_topic_description,
-    parse_configs,
-    parse_datetime,
-)
-from broker.admin_client import (
-    AdminClient,
-    ClientError,
-    KafkaError,
-    PartitionInfo,
-    TopicInfo,
-    decode_assignment,
-    format_uuid,
-    parse_bootstrap,
-)
+from broker.tools.admin_client import AdminClient, PartitionInfo, TopicInfo, decode_assignment, format_uuid
+from broker.tools.errors import ClientError, describe, kafka_error
+from broker.tools.groups_cli import format_group_offsets, format_reset_offsets, parse_datetime
+from broker.tools.topics_cli import format_topic_description, parse_configs
+from broker.tools.wire import parse_bootstrap
 from protocol.build import make
+from protocol.errors import ErrorCode
 from tests.krait_harness import REPO
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -136,9 +125,13 @@ def test_decode_assignment_versions_and_garbage():
 
 
 def test_kafka_error_names_and_messages():
-    assert str(KafkaError(68)) == "NON_EMPTY_GROUP: The group is not empty."
-    assert str(KafkaError(36, "Topic 't' already exists.")) == "TOPIC_ALREADY_EXISTS: Topic 't' already exists."
-    assert str(KafkaError(15, context="group 'g'")).startswith("group 'g': COORDINATOR_NOT_AVAILABLE")
+    # without the broker's message, Kafka's own default message for the code
+    assert describe(kafka_error(68)) == "NON_EMPTY_GROUP: The group is not empty."
+    assert describe(kafka_error(36, "Topic 't' already exists.")) == "TOPIC_ALREADY_EXISTS: Topic 't' already exists."
+    assert describe(kafka_error(15, context="group 'g'")) == (
+        "COORDINATOR_NOT_AVAILABLE: group 'g': The coordinator is not available.")
+    assert kafka_error(15).error_code == ErrorCode.coordinator_not_available
+    assert describe(kafka_error(9999)).startswith("UNKNOWN_SERVER_ERROR: Error code 9999")
 
 
 def test_parse_bootstrap():
@@ -492,7 +485,7 @@ def test_admin_client_downgrades_to_older_versions():
         assert admin.find_coordinator("g") == (7, "127.0.0.1", fake.port)
         assert admin.offset_fetch("g") == {("t", 0): (42, "")}
         res = admin.delete_topics(["a", "missing"])
-        assert res["a"] is None and res["missing"].name == "UNKNOWN_TOPIC_OR_PARTITION"
+        assert res["a"] is None and res["missing"].error_code == ErrorCode.unknown_topic_or_partition
     versions = [(k, v) for k, v, _ in fake.seen]
     assert (18, 2) in versions and (10, 3) in versions and (9, 7) in versions and (20, 5) in versions
     fc = next(r for k, _, r in fake.seen if k == 10)

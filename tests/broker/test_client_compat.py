@@ -5,8 +5,6 @@ while Krait has no transaction coordinator."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import time
 import uuid
 
@@ -14,9 +12,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
-from protocol import apis, framing
+from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
-from protocol.build import make
 from tests.krait_harness import JavaProgram
 
 TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
@@ -61,12 +58,8 @@ def test_authorized_operations_through_confluent_admin(broker):
 
 
 def _request(broker, api_key: int, version: int, **fields):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        req = make(apis.request_type(api_key, version), **fields)
-        s.sendall(framing.encode_request(api_key, version, 7, req))
-        (n,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
-        body = s.recv(n, socket.MSG_WAITALL)
-    return framing.decode_response(api_key, version, body)[1]
+    with WireClient("127.0.0.1", broker.port, timeout=10) as c:
+        return c.request(api_key, version, **fields)
 
 
 @pytest.mark.parametrize("version", [8, 9, 10])

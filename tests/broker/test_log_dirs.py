@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from broker.admin_cli import format_log_dirs, java_exception_name
-from broker.admin_client import AdminClient, LogDirDescription, ReplicaInfo
 from broker.security.operations import ResourceType, authorized_operations
+from broker.tools.admin_client import AdminClient, LogDirDescription, ReplicaInfo
+from broker.tools.log_dirs_cli import format_log_dirs, java_exception_name
 from tests.krait_harness import REPO, BrokerProcess, JavaProgram, free_port
 
 

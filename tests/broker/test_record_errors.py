@@ -2,10 +2,9 @@
 names those records (record_errors: index within the batch + message), as Kafka's
 LogValidator does for keyless records on compacted topics (INVALID_RECORD) and for
 timestamps outside message.timestamp.before/after.max.ms (INVALID_TIMESTAMP). Driven by
-confluent-kafka (librdkafka) and by raw Produce requests over a socket."""
+confluent-kafka (librdkafka) and by Produce requests over the wire client."""
 
 import re
-import socket
 import struct
 import time
 import uuid
@@ -14,9 +13,8 @@ import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import apis, framing
+from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
-from protocol.build import make
 from protocol.compression import Codec
 from protocol.records import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, build_batch, parse_header
 
@@ -159,28 +157,10 @@ def test_old_timestamps_beyond_before_max_ms(broker, admin):
 # --- raw Produce requests --------------------------------------------------------------
 
 
-def _recv_frame(s):
-    def exact(n):
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            assert chunk, "connection closed"
-            out += chunk
-        return out
-
-    (n,) = struct.unpack(">i", exact(4))
-    return exact(n)
-
-
-_cid = iter(range(1000, 10**9))
-
-
 def _produce(broker, topic, records, version=9):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        req = make(apis.request_type(ApiKey.PRODUCE, version), acks=1, timeout=5000, transactional_id=None,
-                   topic_data=[dict(name=topic, partition_data=[dict(index=0, records=records)])])
-        s.sendall(framing.encode_request(ApiKey.PRODUCE, version, next(_cid), req))
-        _, resp = framing.decode_response(ApiKey.PRODUCE, version, _recv_frame(s))
+    with WireClient("127.0.0.1", broker.port, timeout=10) as c:
+        resp = c.request(ApiKey.PRODUCE, version, acks=1, timeout=5000, transactional_id=None,
+                         topic_data=[dict(name=topic, partition_data=[dict(index=0, records=records)])])
     return resp.responses[0].partition_responses[0]
 
 

@@ -47,10 +47,10 @@ def test_data_survives_restart(fresh_broker, hard):
 def test_sigterm_answers_parked_fetch_and_exits_cleanly(fresh_broker):
     import threading
 
-    from broker.admin_client import Connection
+    from broker.tools.wire import WireClient
     from protocol.apis import ApiKey
 
-    with Connection("127.0.0.1", fresh_broker.port) as c:
+    with WireClient("127.0.0.1", fresh_broker.port) as c:
         c.request(ApiKey.METADATA, 9, topics=[dict(name="parked")], allow_auto_topic_creation=True)
         out = {}
 

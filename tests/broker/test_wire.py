@@ -1,9 +1,11 @@
-"""Raw-socket behaviour: framing limits, malformed input, ApiVersions downgrade,
-pipelining order. Uses protocol/ as the client codec."""
+"""Wire behaviour: framing limits, malformed input, ApiVersions downgrade, pipelining
+order. Well-formed requests go through the shared wire client; malformed ones are
+written byte by byte on raw sockets."""
 
 import socket
 import struct
 
+from broker.tools.wire import WireClient
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
@@ -31,9 +33,8 @@ def _recv_frame(s):
     return body
 
 
-def _metadata(s, cid, version=1):
-    req = make(apis.request_type(ApiKey.METADATA, version), topics=None)
-    s.sendall(framing.encode_request(ApiKey.METADATA, version, cid, req))
+def _client(broker):
+    return WireClient("127.0.0.1", broker.port, timeout=10, negotiate=False)
 
 
 def _closed(s) -> bool:
@@ -44,12 +45,10 @@ def _closed(s) -> bool:
 
 
 def test_api_versions_every_version(broker):
-    with _conn(broker) as s:
+    with _client(broker) as c:
         for v in range(5):
-            req = make(apis.request_type(ApiKey.API_VERSIONS, v), client_software_name="t", client_software_version="1")
-            s.sendall(framing.encode_request(ApiKey.API_VERSIONS, v, 100 + v, req))
-            cid, resp = framing.decode_response(ApiKey.API_VERSIONS, v, _recv_frame(s))
-            assert cid == 100 + v and resp.error_code == 0
+            resp = c.request(ApiKey.API_VERSIONS, v, client_software_name="t", client_software_version="1")
+            assert resp.error_code == 0
             keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             assert keys[ApiKey.PRODUCE] == (0, 11) and keys[ApiKey.FETCH] == (4, 17)
 
@@ -64,14 +63,11 @@ def test_api_versions_unknown_version_answers_v0_with_error(broker):
 
 
 def test_garbage_closes_only_that_connection(broker):
-    good = _conn(broker)
-    bad = _conn(broker)
-    bad.sendall(struct.pack(">i", 6) + b"\xff\xff\x00\x01\x00")  # truncated header, then size says more
-    bad.sendall(b"\x00")
-    assert _closed(bad)
-    _metadata(good, 5)
-    assert framing.decode_response(ApiKey.METADATA, 1, _recv_frame(good))[0] == 5
-    good.close()
+    with _client(broker) as good, _conn(broker) as bad:
+        bad.sendall(struct.pack(">i", 6) + b"\xff\xff\x00\x01\x00")  # truncated header, then size says more
+        bad.sendall(b"\x00")
+        assert _closed(bad)
+        assert good.request(ApiKey.METADATA, 1, topics=None).brokers[0].port == broker.port
 
 
 def test_oversized_frame_is_refused_before_allocation(broker):
@@ -90,39 +86,27 @@ def test_unknown_api_key_closes_connection(broker):
 
 
 def test_pipelined_requests_answer_in_order(broker):
-    with _conn(broker) as s:
-        frames = b""
-        for cid in range(50):
-            if cid % 2:
-                req = make(apis.request_type(ApiKey.API_VERSIONS, 3), client_software_name="t",
-                           client_software_version="1")
-                frames += framing.encode_request(ApiKey.API_VERSIONS, 3, cid, req)
+    with _client(broker) as c:
+        sent = []
+        for i in range(50):
+            if i % 2:
+                sent.append(c.send(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
             else:
-                req = make(apis.request_type(ApiKey.METADATA, 4), topics=None)
-                frames += framing.encode_request(ApiKey.METADATA, 4, cid, req)
-        s.sendall(frames)
-        seen = []
-        for _ in range(50):
-            body = _recv_frame(s)
-            seen.append(struct.unpack_from(">i", body)[0])
-        assert seen == list(range(50))
+                sent.append(c.send(ApiKey.METADATA, 4, topics=None))
+        seen = [struct.unpack_from(">i", c.receive_frame())[0] for _ in range(50)]
+        assert seen == sent
 
 
 def test_corrupt_batch_gets_corrupt_message(broker):
     from protocol.records import build_batch
 
-    with _conn(broker) as s:
-        req = make(apis.request_type(ApiKey.METADATA, 4), topics=[dict(name="wire-corrupt")],
-                   allow_auto_topic_creation=True)
-        s.sendall(framing.encode_request(ApiKey.METADATA, 4, 1, req))
-        _recv_frame(s)
+    with _client(broker) as c:
+        c.request(ApiKey.METADATA, 4, topics=[dict(name="wire-corrupt")], allow_auto_topic_creation=True)
         batch = bytearray(build_batch([(b"k", b"v")]))
         batch[-1] ^= 0xFF  # flip a record byte: CRC no longer matches
-        for cid, (records, want) in enumerate([(bytes(batch), 2), (build_batch([(b"k", b"v")]), 0)]):
-            preq = make(apis.request_type(ApiKey.PRODUCE, 7), acks=1, timeout=1000, transactional_id=None,
-                        topic_data=[dict(name="wire-corrupt", partition_data=[dict(index=0, records=records)])])
-            s.sendall(framing.encode_request(ApiKey.PRODUCE, 7, 10 + cid, preq))
-            _, resp = framing.decode_response(ApiKey.PRODUCE, 7, _recv_frame(s))
+        for records, want in [(bytes(batch), 2), (build_batch([(b"k", b"v")]), 0)]:
+            resp = c.request(ApiKey.PRODUCE, 7, acks=1, timeout=1000, transactional_id=None,
+                             topic_data=[dict(name="wire-corrupt", partition_data=[dict(index=0, records=records)])])
             part = resp.responses[0].partition_responses[0]
             assert part.error_code == want
             if want == 0:
@@ -152,9 +136,8 @@ def test_random_bodies_for_every_api_never_take_the_broker_down(broker):
                     except (ConnectionResetError, TimeoutError):
                         pass  # or a request validly parked (a random Fetch may ask to wait for days)
     assert sent > 300
-    with _conn(broker) as good:
-        _metadata(good, 7)
-        assert framing.decode_response(ApiKey.METADATA, 1, _recv_frame(good))[0] == 7
+    with _client(broker) as good:
+        assert good.request(ApiKey.METADATA, 1, topics=None).brokers[0].port == broker.port
 
 
 def test_produce_v0_to_v2_get_unsupported_version_per_partition(broker):

@@ -4,12 +4,14 @@ builders for any version, and a Harness that runs a group through join/sync/hear
 from __future__ import annotations
 
 import importlib
+import io
 import struct
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
 
 from coordinator import CoordinatorConfig, GroupCoordinator
 from protocol.build import make
@@ -57,13 +59,16 @@ def request(api: str, version: int, **fields: Any) -> Any:
     return make(request_class(api, version), **fields)
 
 
-def subscription(topics: list[str], version: int = 0) -> bytes:
-    """ConsumerProtocolSubscription v0: int16 version, []string topics, nullable bytes user data."""
-    out = struct.pack(">hi", version, len(topics))
-    for t in topics:
-        b = t.encode()
-        out += struct.pack(">h", len(b)) + b
-    return out + struct.pack(">i", -1)
+def subscription(topics: list[str], version: int = 0, **fields: Any) -> bytes:
+    """A consumer's JoinGroup metadata: int16 version, then kio's ConsumerProtocolSubscription
+    of that version (``fields``: user_data, owned_partitions, generation_id, rack_id)."""
+    cls = importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{version}").ConsumerProtocolSubscription
+    if version >= 1:
+        fields.setdefault("owned_partitions", ())
+    buf = io.BytesIO()
+    buf.write(struct.pack(">h", version))
+    entity_writer(cls)(buf, make(cls, topics=topics, **fields))
+    return buf.getvalue()
 
 
 class Box:

@@ -451,5 +451,5 @@ def test_timer_heap_stays_small_under_heartbeats() -> None:
         if i % 100 == 0:
             h.advance(500)
         assert h.heartbeat("g", cls[i % 10]) == E.none
-    assert len(h.c._timers) < 60
+    assert len(h.c._state.timers) < 60
     assert len(h.c.group("g").members) == 10

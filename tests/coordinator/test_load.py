@@ -66,7 +66,7 @@ def test_replay_reproduces_groups_and_offsets() -> None:
     assert after["solo"][2] is None  # offsets-only group
     # the restored members keep working without a rebalance
     h2 = Harness()
-    h2.c, h2.clock = c2, c2._clock
+    h2.c, h2.clock = c2, c2._state.clock
     for cl in cls:
         assert h2.heartbeat("g", cl) == E.none
     p = h2.fetch("g", [("t", 0), ("t", 1)]).topics[0].partitions
@@ -123,7 +123,7 @@ def test_garbage_records_are_skipped(caplog) -> None:
     # a record for a group of another partition is refused, too
     other = next(g for g in (f"x{i}" for i in range(100)) if h.c.partition_for(g) != p)
     garbage.append((encode_offset_commit_key(other, "t", 0), good_value))
-    with caplog.at_level(logging.WARNING, logger="coordinator.coordinator"):
+    with caplog.at_level(logging.WARNING, logger="coordinator"):
         c2 = replayed(h, {p: garbage})
     assert snapshot(c2)["g"] == snapshot(h.c)["g"]
     assert c2.group(other) is None

@@ -20,14 +20,11 @@ from coordinator.records import (
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
-    decode_subscription_topics,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-
-from .harness import subscription
 
 H = bytes.fromhex
 
@@ -211,11 +208,18 @@ def test_bit_flips_raise_only_decode_errors() -> None:
             pass
 
 
-def test_subscription_topics() -> None:
-    assert decode_subscription_topics(subscription(["a", "b"])) == {"a", "b"}
-    assert decode_subscription_topics(subscription(["a"], version=3)) == {"a"}
-    assert decode_subscription_topics(b"\x00") is None
-    assert decode_subscription_topics(b"") is None
+def test_flexible_values_skip_tagged_fields() -> None:
+    # Tagged fields written by a newer broker (here tag 0 of 2 bytes and tag 5 of 0 bytes in
+    # the member, tag 1 of 1 byte at the top level) are skipped, not misread.
+    v4 = encode_group_metadata_value(GROUP, 4)
+    tagged = v4[:-2] + H("02" "00" "02" "abcd" "05" "00") + H("01" "01" "01" "ff")
+    assert decode_group_metadata_value(tagged) == GROUP
+    ov = encode_offset_commit_value(OffsetCommitValue(offset=42, metadata="m", commit_timestamp=1000), 4)
+    assert decode_offset_commit_value(ov[:-1] + H("01" "07" "03" "010203")).offset == 42
+    # a tagged field running past the end, an unterminated varint: decode errors, nothing else
+    for bad in (v4[:-1] + H("01" "01" "05" "ff"), v4[:-1] + H("ff"), v4[:-1] + H("0180808080")):
+        with pytest.raises(RecordDecodeError):
+            decode_group_metadata_value(bad)
 
 
 def test_java_string_hash_and_partition() -> None:

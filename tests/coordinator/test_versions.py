@@ -54,14 +54,20 @@ def test_join_sync_heartbeat_leave_all_versions(v: int) -> None:
 @pytest.mark.parametrize("v", range(2, 10))
 def test_offset_commit_all_versions(v: int) -> None:
     h = Harness()
+    partition = {"partition_index": 0, "committed_offset": 4, "committed_metadata": "m", "committed_leader_epoch": 3}
     fields = dict(
         group_id="s", generation_id_or_member_epoch=-1, member_id="",
-        topics=[{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 4, "committed_metadata": "m"}]}],
+        topics=[{"name": "t", "partitions": [partition]}],
     )
     req = request("offset_commit", v, **fields)
     box = Box()
     h.c.offset_commit(req, box)
     assert check(req, box).topics[0].partitions[0].error_code == E.none
+    # what was committed comes back (the leader epoch exists from OffsetCommit v6)
+    [topic] = h.fetch("s", [("t", 0)]).topics
+    [p] = topic.partitions
+    assert (topic.name, p.partition_index, p.error_code) == ("t", 0, E.none)
+    assert (p.committed_offset, p.metadata, p.committed_leader_epoch) == (4, "m", 3 if v >= 6 else -1)
 
 
 @pytest.mark.parametrize("v", range(1, 10))
@@ -75,7 +81,19 @@ def test_offset_fetch_all_versions(v: int) -> None:
         req = request("offset_fetch", v, group_id="s", topics=topics)
     box = Box()
     h.c.offset_fetch(req, box)
-    check(req, box)
+    resp = check(req, box)
+    if v >= 8:
+        assert [g.group_id for g in resp.groups] == ["s", ""]
+        assert [g.error_code for g in resp.groups] == [E.none, E.none]
+        assert resp.groups[1].topics == ()  # the empty group id has nothing committed
+        topics = resp.groups[0].topics
+    else:
+        topics = resp.topics
+    [t] = topics
+    assert t.name == "t"
+    assert [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions] == [
+        (0, 4, E.none), (1, -1, E.none)
+    ]
 
 
 @pytest.mark.parametrize("v", range(6))

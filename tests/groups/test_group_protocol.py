@@ -8,14 +8,14 @@ import time
 import uuid
 from pathlib import Path
 
-from broker.admin_client import Connection
+from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 
 
 def _conn(broker):
-    return Connection("127.0.0.1", broker.port, timeout=60)
+    return WireClient("127.0.0.1", broker.port, timeout=60)
 
 
 def _subscription(topic: str) -> bytes:

@@ -4,6 +4,7 @@ versions are flexible agrees with the specs' flexibleVersions."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -14,9 +15,17 @@ from protocol import apis
 
 SPECS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-message-specs" / "clients"
 
+# CI always has ../shared beside the repo: there a missing spec dir fails every test here
+# instead of skipping them silently; elsewhere it skips, with the reason.
+IN_CI = bool(os.environ.get("CI"))
 pytestmark = pytest.mark.skipif(
-    not SPECS.is_dir(), reason=f"Kafka message specs not found at {SPECS} (clone ../shared/kafka-message-specs)"
+    not SPECS.is_dir() and not IN_CI,
+    reason=f"Kafka message specs not found at {SPECS} (clone ../shared/kafka-message-specs)",
 )
+
+
+def test_specs_are_present():
+    assert SPECS.is_dir() and any(SPECS.glob("*Request.json")), f"Kafka message specs not found at {SPECS}"
 
 
 def _load(path: Path) -> dict:

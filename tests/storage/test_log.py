@@ -4,7 +4,7 @@ import pytest
 
 from protocol.records import build_batch, iter_records, parse_header, validate_batches
 from storage.config import LogConfig
-from storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage.segment import filename_prefix
 
 from .helpers import append, batch, open_log, read_all
@@ -121,13 +121,6 @@ def test_roll_on_relative_offset_overflow(tmp_path):
     append(plog, batch(1))
     assert plog.log_end_offset == 2**31 + 1
     assert [s.base_offset for s in plog.segments] == [0, 2**31]
-
-
-def test_record_too_large(tmp_path):
-    plog = open_log(tmp_path, LogConfig(max_message_bytes=100))
-    with pytest.raises(RecordTooLargeError):
-        append(plog, batch(1, value_size=200))
-    assert plog.log_end_offset == 0
 
 
 def test_timestamps(tmp_path):

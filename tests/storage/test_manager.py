@@ -3,6 +3,7 @@ import uuid
 
 import pytest
 
+from protocol.records import iter_headers
 from storage import checkpoints as ck
 from storage.config import LogConfig
 from storage.manager import LogManager, read_partition_metadata
@@ -93,13 +94,60 @@ def test_tasks_retention_flush_cleaner(tmp_path):
     m.shutdown()
 
 
-def test_bad_checkpoint_is_ignored(tmp_path):
-    with open(tmp_path / ck.RECOVERY_POINT, "w") as f:
-        f.write("0\n5\nbroken\n")
-    m = LogManager([str(tmp_path)], LogConfig())
+def _crashed_with_damage_below_the_recovery_point(log_dir: str) -> tuple[int, int]:
+    """A log dir left by a crash: t-0 holds offsets 0-29 from log start 3, flushed and
+    checkpointed (recovery point 30), then a byte of its second segment flips. Returns
+    (log end offset, offset of the damaged batch)."""
+    m = LogManager([log_dir], LogConfig(segment_bytes=1000))
     m.load()
-    m.create("t", 0)
+    plog = m.create("t", 0)
+    for _ in range(30):
+        append(plog, batch(1, value_size=100))
+    plog.delete_records_before(3)
+    seg = plog.segments[1]
+    assert plog.segments[0].base_offset == 0 and len(plog.segments) > 2
+    with open(seg.log_path, "rb") as f:
+        damaged = next(h for pos, h in iter_headers(f.read()) if pos <= 300 < pos + h.size)
+    _crash(m)
+    m.checkpoint()
+    assert ck.read_checkpoint(os.path.join(log_dir, ck.RECOVERY_POINT)) == {("t", 0): 30}
+    with open(seg.log_path, "r+b") as f:
+        f.seek(300)
+        b = f.read(1)
+        f.seek(300)
+        f.write(bytes([b[0] ^ 0xFF]))
+    return plog.log_end_offset, damaged.base_offset
+
+
+def test_bad_checkpoint_is_ignored(tmp_path, caplog):
+    """A checkpoint that does not parse counts as absent, whole (as in Kafka's LogManager),
+    and start-up goes on: recovery from offset 0 (every segment re-checked after the
+    crash) and no log start offset."""
+    good, bad = str(tmp_path / "good"), str(tmp_path / "bad")
+    # with its checkpoints, the crashed log is trusted up to its recovery point
+    end, _ = _crashed_with_damage_below_the_recovery_point(good)
+    m = LogManager([good], LogConfig(segment_bytes=1000))
+    m.load()
+    plog = m.get("t", 0)
+    assert (plog.log_start_offset, plog.log_end_offset) == (3, end)
     m.shutdown()
+
+    end, damaged = _crashed_with_damage_below_the_recovery_point(bad)
+    # each holds the right entry for t-0, but the file as a whole does not parse
+    for name, offset in ((ck.RECOVERY_POINT, 30), (ck.LOG_START_OFFSET, 3)):
+        with open(os.path.join(bad, name), "w") as f:
+            f.write(f"0\n2\nt 0 {offset}\nbroken\n")
+    m = LogManager([bad], LogConfig(segment_bytes=1000))
+    m.load()
+    assert sum("ignoring checkpoint" in r.getMessage() for r in caplog.records) == 2
+    plog = m.get("t", 0)
+    # recovered from 0: truncated at the damaged batch, the segments after it dropped
+    assert (plog.log_start_offset, plog.log_end_offset) == (0, damaged) and damaged < end
+    assert [r.offset for r in read_all(plog)] == list(range(damaged))
+    m.create("u", 0)
+    m.shutdown()
+    # the next checkpoints are whole again
+    assert ck.read_checkpoint(os.path.join(bad, ck.RECOVERY_POINT)) == {("t", 0): damaged, ("u", 0): 0}
 
 
 def test_checkpoint_format(tmp_path):
@@ -315,7 +363,7 @@ def test_move_follows_retention_during_the_copy(tmp_path):
 def test_failed_copy_leaves_the_partition_where_it_was(tmp_path, monkeypatch):
     import errno
 
-    import storage.manager as manager
+    import storage.log_dir_move as log_dir_move
 
     m, (a, b) = _two_dirs(tmp_path)
     plog = m.create("t", 0)
@@ -327,7 +375,7 @@ def test_failed_copy_leaves_the_partition_where_it_was(tmp_path, monkeypatch):
     def disk_full(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(manager, "_copy_range", disk_full)
+    monkeypatch.setattr(log_dir_move, "_copy_range", disk_full)
     assert not m.complete_move(move)
     monkeypatch.undo()
     again = m.get("t", 0)

@@ -211,3 +211,41 @@ def test_sigkill_mid_append_then_reopen(tmp_path):
             if data:
                 validate_batches(data, from_client=False)
         plog.close()
+
+
+def test_loader_settles_leftover_files(tmp_path):
+    # storage.loader on its own, as PartitionLog calls it at open
+    import shutil
+
+    from protocol.records import build_batch
+    from storage.loader import load_log
+    from storage.producer_state import ProducerStateManager
+
+    plog = open_log(tmp_path, CFG)
+    for i in range(60):
+        append(plog, bytearray(build_batch([(b"k", b"v" * 60)] * 2, timestamp=i, producer_id=9, producer_epoch=0,
+                                           base_sequence=2 * i)))
+    segs = list(plog.segments)
+    assert len(segs) >= 3
+    plog.close()
+    d = plog.dir
+    for n in os.listdir(d):
+        if n.endswith(".snapshot"):
+            os.unlink(os.path.join(d, n))
+    leftovers = [segs[0].log_path + ".cleaned", segs[1].log_path + ".deleted",
+                 os.path.join(d, "00000000000000000050.snapshot.tmp"), os.path.join(d, "00000000000099999999.index"),
+                 os.path.join(d, "00000000000099999999.timeindex")]
+    for path in leftovers:
+        shutil.copy(segs[0].log_path, path)
+    os.unlink(segs[2].offset_index.path)
+    ps = ProducerStateManager(d)
+    loaded = load_log(d, CFG, ps, recovery_point=0, log_start_offset=4, clean_shutdown=True)
+    assert not any(os.path.exists(p) for p in leftovers)
+    assert [s.base_offset for s in loaded.segments] == [s.base_offset for s in segs]
+    assert os.path.exists(segs[2].offset_index.path)  # rebuilt
+    assert (loaded.log_start_offset, loaded.recovery_point, loaded.log_end_offset) == (4, 120, 120)
+    assert loaded.segments[-1].active and not loaded.segments[0].active
+    # no snapshot: the last two segments are replayed, enough for the producer's sequence
+    assert ps.last_sequence(9) == 119 and ps.map_end_offset == 120
+    for seg in loaded.segments:
+        seg.close()

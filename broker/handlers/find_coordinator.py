@@ -1,6 +1,7 @@
-"""Group membership APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups. The work is the pure GroupCoordinator's; these
-handlers only route requests to it through the CoordinatorDriver."""
+"""FindCoordinator (key 10), v0-6: this broker coordinates every group. Transactions are
+not supported yet: a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+and a message saying so (COORDINATOR_NOT_AVAILABLE would be retried until the client's
+timeout)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..security.operations import ResourceType, authorized_operations
 from . import handles
 
 if TYPE_CHECKING:
@@ -23,13 +23,7 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 TRANSACTIONS_UNSUPPORTED = "Transactions are not supported by this Krait broker (transactional.id refused)"
 
 
-def _driver(broker: Broker):
-    driver = broker.coordinator_driver
-    driver.ensure_topic()
-    return driver
-
-
-@handles(ApiKey.FIND_COORDINATOR)
+@handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     lst = broker.config.advertised_listeners[0]
     rtype = apis.response_type(ApiKey.FIND_COORDINATOR, ctx.version)
@@ -46,7 +40,7 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if not key:
             return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
                         error_message="The group id is empty")
-        _driver(broker)
+        broker.groups.ready()
         return dict(key=key, node_id=broker.node_id, host=lst.host, port=lst.port, error_code=ErrorCode.none,
                     error_message=None)
 
@@ -55,36 +49,3 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     e = entry(req.key)
     del e["key"]
     return make(rtype, throttle_time=0, **e)
-
-
-@handles(ApiKey.JOIN_GROUP)
-def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    d = _driver(broker)
-    return d.call(d.coordinator.join_group, req, client_id=ctx.client_id, client_host="/" + ctx.client_host)
-
-
-@handles(ApiKey.DESCRIBE_GROUPS)
-def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    d = _driver(broker)
-    return d.call(d.coordinator.describe_groups, req,
-                  authorized_operations=lambda _group: authorized_operations(ResourceType.GROUP))
-
-
-def route(method: str):
-    def handler(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-        d = _driver(broker)
-        return d.call(getattr(d.coordinator, method), req)
-
-    handler.__name__ = method
-    return handler
-
-
-# APIs the coordinator answers with no broker-side work of their own
-for _api, _method in {
-    ApiKey.SYNC_GROUP: "sync_group",
-    ApiKey.HEARTBEAT: "heartbeat",
-    ApiKey.LEAVE_GROUP: "leave_group",
-    ApiKey.LIST_GROUPS: "list_groups",
-    ApiKey.DELETE_GROUPS: "delete_groups",
-}.items():
-    handles(_api)(route(_method))

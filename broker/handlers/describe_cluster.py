@@ -1,4 +1,4 @@
-"""DescribeCluster: this broker is the whole cluster and its controller."""
+"""DescribeCluster (key 60), v0-1: this broker is the whole cluster and its controller."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER)
+@handles(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     brokers = [dict(broker_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
                for lst in broker.config.advertised_listeners[:1]]

@@ -1,4 +1,5 @@
-"""DeleteRecords: move a partition's log start offset (offset -1 means the high watermark)."""
+"""DeleteRecords (key 21), v0-2: move a partition's log start offset (offset -1 means the
+high watermark); the ReplicaManager does it."""
 
 from __future__ import annotations
 
@@ -16,25 +17,17 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.DELETE_RECORDS)
+@handles(ApiKey.DELETE_RECORDS, versions=(0, 2))
 def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             entry = dict(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.none)
-            plog = broker.logs.get(t.name, p.partition_index)
-            if plog is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
-            else:
-                offset = plog.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > plog.high_watermark:
-                    entry["error_code"] = ErrorCode.offset_out_of_range
-                else:
-                    try:
-                        entry["low_watermark"] = plog.delete_records_before(offset)
-                    except KafkaError as exc:
-                        entry["error_code"] = exc.error_code
+            try:
+                entry["low_watermark"] = broker.replicas.delete_records(t.name, p.partition_index, p.offset)
+            except KafkaError as exc:
+                entry["error_code"] = exc.error_code
             parts.append(entry)
         topics.append(dict(name=t.name, partitions=parts))
     return make(apis.response_type(ApiKey.DELETE_RECORDS, ctx.version), throttle_time=0, topics=topics)

@@ -1,43 +1,37 @@
-"""A small synchronous Kafka admin client built on :mod:`protocol`.
+"""A small synchronous Kafka admin client, on the shared wire client.
 
-Used by the ``krait topics`` / ``krait groups`` / ``krait log-dirs`` command-line tools
-(and handy in tests).
-It speaks the Kafka protocol over plain sockets: on connecting it sends ApiVersions and
-then uses, for every API, the highest version both sides support. Requests are built
-with :func:`protocol.build.make` from version-agnostic values, so one method serves
-every version; where an API changed shape between versions (FindCoordinator batching,
-OffsetFetch multi-group, DeleteTopics by id) the method branches on the version.
+Used by the ``krait topics`` / ``krait groups`` / ``krait log-dirs`` commands (and handy
+in tests). Every connection is a :class:`~broker.tools.wire.WireClient`, which uses for
+every API the highest version both sides support; requests are built from
+version-agnostic values, so one method serves every version. Where an API changed shape
+between versions (FindCoordinator batching, OffsetFetch multi-group, DeleteTopics by id)
+the method branches on the version.
 
-Errors are raised as :class:`KafkaError` carrying Kafka's error name and message (e.g.
-``NON_EMPTY_GROUP: The group is not empty.``); connection trouble as
-:class:`ClientError`. Nothing here prints.
+Error codes in responses are raised as :class:`protocol.errors.KafkaError` with the
+broker's message or one derived from the code (:mod:`broker.tools.errors`); trouble on
+the client's side as :class:`~broker.tools.errors.ClientError`. Nothing here prints.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
-import socket
 import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from kio.serial import entity_reader
 
-from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.bounds import check_entity
-from protocol.build import make
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, KafkaError
+
+from .errors import ClientError, check, kafka_error
+from .wire import WireClient, connect
 
 __all__ = [
     "AdminClient",
-    "ClientError",
-    "Connection",
-    "KafkaError",
     "PartitionInfo",
     "TopicInfo",
     "GroupMember",
@@ -46,11 +40,10 @@ __all__ = [
     "LogDirDescription",
     "LATEST",
     "EARLIEST",
+    "RESOURCE_TOPIC",
+    "RESOURCE_BROKER",
     "decode_assignment",
-    "error_description",
-    "error_name",
     "format_uuid",
-    "parse_bootstrap",
 ]
 
 #: ListOffsets timestamps
@@ -65,213 +58,11 @@ OP_DELETE = 1
 #: ConfigSource.DEFAULT_CONFIG
 CONFIG_SOURCE_DEFAULT = 5
 
-_SIZE = struct.Struct(">i")
-_MAX_RESPONSE = 1 << 30
-
-
-class ClientError(Exception):
-    """Anything the client cannot do: connection failures, timeouts, protocol trouble."""
-
-
-@cache
-def _descriptions() -> dict[str, str]:
-    """Kafka's error messages, from the docstrings in kio's generated error list
-    (they are the messages of Kafka's exception classes)."""
-    import kio.schema.errors as mod
-
-    out: dict[str, str] = {}
-    try:
-        with open(mod.__file__, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError):
-        return out
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if not isinstance(body, list):
-            continue
-        for a, b in zip(body, body[1:], strict=False):
-            if (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
-                    and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
-                    and isinstance(b.value.value, str)):
-                out[a.targets[0].id] = b.value.value.strip()
-    return out
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code, e.g. 68 -> ``NON_EMPTY_GROUP``."""
-    try:
-        return ErrorCode(int(code)).name.upper()
-    except ValueError:
-        return f"UNKNOWN_ERROR_{int(code)}"
-
-
-def error_description(code: int) -> str:
-    """Kafka's default message for an error code, e.g. 68 -> ``The group is not empty.``"""
-    try:
-        return _descriptions().get(ErrorCode(int(code)).name, "")
-    except ValueError:
-        return ""
-
-
-class KafkaError(ClientError):
-    """An error code returned by the broker."""
-
-    def __init__(self, code: int, message: str | None = None, context: str | None = None):
-        self.code = int(code)
-        self.name = error_name(code)
-        self.message = message or error_description(code) or self.name
-        self.context = context
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        text = f"{self.name}: {self.message}"
-        return f"{self.context}: {text}" if self.context else text
-
-
-def check(code: int, message: str | None = None, context: str | None = None) -> None:
-    """Raise :class:`KafkaError` unless ``code`` is NONE."""
-    if int(code) != 0:
-        raise KafkaError(code, message, context)
-
 
 def format_uuid(value: uuid.UUID | None) -> str:
     """A topic id the way Kafka prints it (URL-safe base64 without padding)."""
     raw = value.bytes if value is not None else bytes(16)
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    """``host:port[,host:port...]`` -> list of (host, port)."""
-    out = []
-    for item in servers.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ClientError(f"invalid bootstrap server {item!r} (expected host:port)")
-        host = host.strip("[]") or "localhost"
-        out.append((host, int(port)))
-    if not out:
-        raise ClientError("no bootstrap servers given")
-    return out
-
-
-# --- one connection ------------------------------------------------------------------------
-
-
-class Connection:
-    """A blocking connection to one broker, with negotiated API versions."""
-
-    def __init__(self, host: str, port: int, timeout: float = 30.0, client_id: str = "krait-admin"):
-        self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
-        try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self.sock.settimeout(timeout)
-        self._cid = 0
-        self.versions: dict[int, tuple[int, int]] = {}
-        try:
-            self._negotiate()
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # framing
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            try:
-                chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            except TimeoutError:
-                raise ClientError(f"timed out after {self.timeout:g}s waiting for {self.host}:{self.port}") from None
-            except OSError as exc:
-                raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-            if not chunk:
-                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def _roundtrip(self, api_key: int, version: int, request: Any) -> Any:
-        self._cid = (self._cid + 1) & 0x7FFFFFFF
-        cid = self._cid
-        frame = framing.encode_request(api_key, version, cid, request, client_id=self.client_id)
-        try:
-            self.sock.sendall(frame)
-        except OSError as exc:
-            raise ClientError(f"cannot send to {self.host}:{self.port}: {exc}") from None
-        try:
-            (size,) = _SIZE.unpack(self._recv_exact(4))
-            if size < 4 or size > _MAX_RESPONSE:
-                raise ClientError(f"bad response size {size} from {self.host}:{self.port}")
-            body = self._recv_exact(size)
-        except ClientError as exc:
-            raise ClientError(f"{exc} (request: {apis.api_name(api_key)} v{version})") from None
-        decode_version = version
-        if (api_key == ApiKey.API_VERSIONS and len(body) >= 6
-                and struct.unpack_from(">h", body, 4)[0] == ErrorCode.unsupported_version):
-            # a broker that does not know this ApiVersions version answers in the v0 format
-            decode_version = 0
-        try:
-            got, obj = framing.decode_response(api_key, decode_version, body)
-        except ProtocolError as exc:
-            raise ClientError(f"cannot decode {apis.api_name(api_key)} v{version} response: {exc}") from None
-        if got != cid:
-            raise ClientError(f"correlation id mismatch: sent {cid}, got {got}")
-        return obj
-
-    def _negotiate(self) -> None:
-        ours = apis.SUPPORTED[ApiKey.API_VERSIONS].max_version
-        version = ours
-        for _ in range(2):
-            req = make(apis.request_type(ApiKey.API_VERSIONS, version),
-                       client_software_name="krait-admin", client_software_version="0.1.0")
-            resp = self._roundtrip(ApiKey.API_VERSIONS, version, req)
-            theirs = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
-            if resp.error_code == ErrorCode.unsupported_version and version != 0:
-                # the broker answered in v0 format with its own range: retry with a version it knows
-                lo, hi = theirs.get(ApiKey.API_VERSIONS, (0, 0))
-                version = max(lo, min(hi, ours))
-                continue
-            check(resp.error_code, context="ApiVersions")
-            for key, (lo, hi) in theirs.items():
-                r = apis.SUPPORTED.get(key)
-                if r is None:
-                    continue
-                best = min(hi, r.max_version)
-                if best >= max(lo, r.served_from):
-                    self.versions[key] = (max(lo, r.served_from), best)
-            return
-        raise ClientError(f"{self.host}:{self.port} does not accept any ApiVersions version we know")
-
-    def version(self, api_key: int) -> int:
-        """The version used for ``api_key``: the highest both sides support."""
-        try:
-            return self.versions[api_key][1]
-        except KeyError:
-            raise KafkaError(ErrorCode.unsupported_version,
-                             f"the broker at {self.host}:{self.port} does not support {apis.api_name(api_key)}") from None
-
-    def request(self, api_key: int, version: int | None = None, **values: Any) -> Any:
-        """Send one request built from ``values`` and return the decoded response."""
-        v = self.version(api_key) if version is None else version
-        return self._roundtrip(api_key, v, make(apis.request_type(api_key, v), **values))
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -366,17 +157,8 @@ class AdminClient:
 
     def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "krait-admin"):
         self.timeout, self.client_id = timeout, client_id
-        errors = []
-        self._bootstrap: Connection | None = None
-        for host, port in parse_bootstrap(bootstrap):
-            try:
-                self._bootstrap = Connection(host, port, timeout, client_id)
-                break
-            except ClientError as exc:
-                errors.append(str(exc))
-        if self._bootstrap is None:
-            raise ClientError("; ".join(errors))
-        self._nodes: dict[int, Connection] = {}
+        self.bootstrap: WireClient = connect(bootstrap, timeout, client_id)
+        self._nodes: dict[int, WireClient] = {}
         self._addresses: dict[int, tuple[str, int]] = {}
         self.controller_id = -1
         self.cluster_id: str | None = None
@@ -385,8 +167,7 @@ class AdminClient:
         for conn in self._nodes.values():
             conn.close()
         self._nodes.clear()
-        if self._bootstrap is not None:
-            self._bootstrap.close()
+        self.bootstrap.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -396,12 +177,7 @@ class AdminClient:
 
     # connections
 
-    @property
-    def bootstrap(self) -> Connection:
-        assert self._bootstrap is not None
-        return self._bootstrap
-
-    def node(self, node_id: int) -> Connection:
+    def node(self, node_id: int) -> WireClient:
         """A connection to broker ``node_id`` (the bootstrap one if it is that broker)."""
         if node_id in self._nodes:
             return self._nodes[node_id]
@@ -414,7 +190,7 @@ class AdminClient:
         if addr == (b.host, b.port) or (addr[1] == b.port and _same_host(addr[0], b.host)):
             conn = b
         else:
-            conn = Connection(addr[0], addr[1], self.timeout, self.client_id)
+            conn = WireClient(addr[0], addr[1], self.timeout, self.client_id)
         self._nodes[node_id] = conn
         return conn
 
@@ -423,7 +199,7 @@ class AdminClient:
             self.metadata([])
         return sorted(self._addresses)
 
-    def controller(self) -> Connection:
+    def controller(self) -> WireClient:
         if self.controller_id < 0:
             self.metadata([])
         return self.node(self.controller_id) if self.controller_id >= 0 else self.bootstrap
@@ -483,7 +259,7 @@ class AdminClient:
         out: dict[str, KafkaError | None] = {}
         for r in resp.responses:
             code = int(r.error_code)
-            out[str(r.name)] = KafkaError(code, getattr(r, "error_message", None)) if code else None
+            out[str(r.name)] = kafka_error(code, getattr(r, "error_message", None)) if code else None
         return out
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
@@ -540,12 +316,12 @@ class AdminClient:
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
         for (t, p), ts in partitions.items():
             if (t, p) not in leaders:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition, context=f"{t}-{p}")
+                raise kafka_error(ErrorCode.unknown_topic_or_partition, context=f"{t}-{p}")
             by_leader.setdefault(leaders[(t, p)], {}).setdefault(t, []).append((p, ts))
         out: dict[tuple[str, int], int] = {}
         for leader, tps in by_leader.items():
             if leader < 0:
-                raise KafkaError(ErrorCode.leader_not_available, context=", ".join(sorted(tps)))
+                raise kafka_error(ErrorCode.leader_not_available, context=", ".join(sorted(tps)))
             conn = self.node(leader)
             resp = conn.request(ApiKey.LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=[dict(
                 name=t, partitions=[dict(partition_index=p, current_leader_epoch=-1, timestamp=ts,
@@ -589,7 +365,7 @@ class AdminClient:
         for t in resp.results:
             for p in t.partitions:
                 code = int(p.error_code)
-                out[(str(t.topic_name), int(p.partition_index))] = KafkaError(code) if code else None
+                out[(str(t.topic_name), int(p.partition_index))] = kafka_error(code) if code else None
         return out
 
     # groups
@@ -610,7 +386,7 @@ class AdminClient:
         self._addresses.setdefault(node_id, (host, port))
         return node_id, host, port
 
-    def coordinator(self, group_id: str) -> Connection:
+    def coordinator(self, group_id: str) -> WireClient:
         node_id, host, port = self.find_coordinator(group_id)
         if node_id not in self._nodes:
             self._addresses[node_id] = (host, port)
@@ -640,7 +416,7 @@ class AdminClient:
         g = resp.groups[0]
         code = int(g.error_code)
         if code and code != ErrorCode.group_id_not_found:
-            raise KafkaError(code, getattr(g, "error_message", None), context=f"group '{group_id}'")
+            raise kafka_error(code, getattr(g, "error_message", None), context=f"group '{group_id}'")
         members = []
         for m in g.members:
             assignment = decode_assignment(m.member_assignment) if g.protocol_type in ("consumer", "") else {}
@@ -701,7 +477,7 @@ class AdminClient:
         for t in resp.topics:
             for p in t.partitions:
                 code = int(p.error_code)
-                out[(str(t.name), int(p.partition_index))] = KafkaError(code) if code else None
+                out[(str(t.name), int(p.partition_index))] = kafka_error(code) if code else None
         return out
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, KafkaError | None]:
@@ -717,7 +493,7 @@ class AdminClient:
             resp = self.node(node_id).request(ApiKey.DELETE_GROUPS, groups_names=groups)
             for r in resp.results:
                 code = int(r.error_code)
-                out[str(r.group_id)] = KafkaError(code) if code else None
+                out[str(r.group_id)] = kafka_error(code) if code else None
         return out
 
 

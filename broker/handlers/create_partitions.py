@@ -1,0 +1,31 @@
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (TopicAdmin); manual
+assignments may only name this broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, KafkaError
+
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
+@handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    results = []
+    for t in req.topics:
+        entry = dict(name=t.name, error_code=ErrorCode.none, error_message=None)
+        try:
+            broker.topics.check_assignments(t.assignments or ())
+            broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+        except KafkaError as exc:
+            entry.update(error_code=exc.error_code, error_message=exc.message)
+        results.append(entry)
+    return make(apis.response_type(ApiKey.CREATE_PARTITIONS, ctx.version), throttle_time=0, results=results)

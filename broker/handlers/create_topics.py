@@ -1,0 +1,54 @@
+"""CreateTopics (key 19), v2-7: partitions, replication factor (1: a single broker),
+manual assignments naming this broker, configs; TopicAdmin creates them all or nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol import apis
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, KafkaError
+
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
+@handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
+def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    results = []
+    default_rf = broker.config["default.replication.factor"]
+    for t in req.topics:
+        entry = dict(name=t.name, topic_id=None, error_code=ErrorCode.none, error_message=None,
+                     num_partitions=-1, replication_factor=-1, configs=None)
+        try:
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise KafkaError(ErrorCode.invalid_request,
+                                     "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                broker.topics.check_assignments(t.assignments)
+                partitions = len(t.assignments)
+                rf = len(t.assignments[0].broker_ids) if t.assignments else 1
+            else:
+                partitions = broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+                rf = default_rf if t.replication_factor == -1 else t.replication_factor
+            if rf < 1:
+                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+            if rf > 1:
+                raise KafkaError(ErrorCode.invalid_replication_factor,
+                                 f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                                 f"of {rf} cannot be reached because only 1 broker(s) are registered.")
+            configs = {c.name: c.value for c in t.configs}
+            if any(v is None for v in configs.values()):
+                raise KafkaError(ErrorCode.invalid_config, "Null value not supported for topic configs")
+            info = broker.topics.create_topic(t.name, partitions, configs, validate_only=req.validate_only)
+            entry.update(num_partitions=partitions, replication_factor=1,
+                         topic_id=None if req.validate_only else info.topic_id,
+                         configs=broker.configs.topic_config_entries(info))
+        except KafkaError as exc:
+            entry.update(error_code=exc.error_code, error_message=exc.message)
+        results.append(entry)
+    return make(apis.response_type(ApiKey.CREATE_TOPICS, ctx.version), throttle_time=0, topics=results)

@@ -1,0 +1,256 @@
+"""The one Kafka wire client: the admin client, ``krait perf``, the benchmarks and the
+tests all talk to brokers through it.
+
+A :class:`WireClient` is a blocking connection to one broker. On connecting it sends
+ApiVersions and from then on uses, for every API in :data:`CLIENT_VERSIONS`, the highest
+version both sides support (or the version a caller names). Requests are built from plain, version-agnostic
+values with :func:`protocol.build.make` and framed and decoded with
+:mod:`protocol.framing`, so any request of any version is one call::
+
+    with WireClient("127.0.0.1", 9092) as c:
+        md = c.request(ApiKey.METADATA, topics=None)          # negotiated version
+        r = c.request(ApiKey.FETCH, 4, replica_id=-1, ...)    # a chosen version
+
+Requests can be pipelined: :meth:`WireClient.send` several, then :meth:`WireClient.receive`
+the answers in order. Callers that do their own I/O (an asyncio load generator) build
+frames with :func:`encode_request`. Error codes in responses are left to the caller;
+trouble on the client's side (connect, timeout, undecodable answer) raises
+:class:`~broker.tools.errors.ClientError`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from typing import Any
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
+
+from .errors import ClientError, check
+
+__all__ = ["CLIENT_VERSIONS", "WireClient", "connect", "encode_request", "parse_bootstrap"]
+
+_SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+#: answers larger than this are a broken stream, not a response
+MAX_RESPONSE = 1 << 30
+
+#: The versions this client speaks when it negotiates, per API: (lowest, highest). The
+#: client's own declaration, as every Kafka client has one, and not what Krait serves:
+#: the callers (the admin client above all) were written for these request and response
+#: shapes, and a newer broker must not lead them into a version they do not know. Other
+#: APIs, and other versions, can still be sent by naming the version.
+CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+}
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None = "krait",
+                   **fields: Any) -> bytes:
+    """A whole request frame (size prefix included) built from plain values."""
+    return framing.encode_request(api_key, version, correlation_id, make(apis.request_type(api_key, version), **fields),
+                                  client_id=client_id)
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` (``PLAINTEXT://`` prefixes allowed) -> [(host, port)]."""
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ClientError(f"invalid bootstrap server {item!r} (expected host:port)")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    if not out:
+        raise ClientError("no bootstrap servers given")
+    return out
+
+
+class WireClient:
+    """A blocking connection to one broker, with negotiated API versions.
+
+    ``negotiate=False`` skips ApiVersions (every request then names its version): the
+    benchmarks use it to send exactly the same bytes to every broker they compare.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float = 30.0, client_id: str = "krait",
+                 negotiate: bool = True) -> None:
+        self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        self.sock.settimeout(timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._cid = 0
+        self._in_flight: deque[tuple[int, int, int]] = deque()  # (correlation id, api key, version)
+        self._buf = bytearray(1 << 16)
+        #: api key -> (lowest, highest) version both sides support
+        self.versions: dict[int, tuple[int, int]] = {}
+        if negotiate:
+            try:
+                self._negotiate()
+            except BaseException:
+                self.close()
+                raise
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"WireClient({self.host}:{self.port})"
+
+    # versions
+
+    def version(self, api_key: int) -> int:
+        """The version used for ``api_key``: the highest both sides support (an API outside
+        :data:`CLIENT_VERSIONS` has none: name its version)."""
+        if api_key in self.versions:
+            return self.versions[api_key][1]
+        if api_key not in CLIENT_VERSIONS or not self.versions:  # or negotiate=False
+            raise ClientError(f"no negotiated version of {apis.api_name(api_key)}: name the version")
+        raise KafkaError(ErrorCode.unsupported_version, f"the broker at {self.host}:{self.port} does not "
+                         f"support {apis.api_name(api_key)}")
+
+    def _negotiate(self) -> None:
+        ours = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
+        version = ours
+        for _ in range(2):
+            resp = self.request(ApiKey.API_VERSIONS, version, client_software_name="krait",
+                                client_software_version="0.1.0")
+            theirs = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+            if resp.error_code == ErrorCode.unsupported_version and version != 0:
+                # the broker answered in v0 format with its own range: retry with a version it knows
+                lo, hi = theirs.get(ApiKey.API_VERSIONS, (0, 0))
+                version = max(lo, min(hi, ours))
+                continue
+            check(resp.error_code, context="ApiVersions")
+            for key, (lo, hi) in theirs.items():
+                mine = CLIENT_VERSIONS.get(key)
+                if mine is not None and max(lo, mine[0]) <= min(hi, mine[1]):
+                    self.versions[key] = (max(lo, mine[0]), min(hi, mine[1]))
+            return
+        raise ClientError(f"{self.host}:{self.port} does not accept any ApiVersions version we know")
+
+    # requests
+
+    def send(self, api_key: int, version: int | None = None, /, **fields: Any) -> int:
+        """Send one request built from ``fields`` without waiting; returns its correlation id.
+        Answers come back in order through :meth:`receive`."""
+        v = self.version(api_key) if version is None else version
+        self._cid = (self._cid + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, v, self._cid, self.client_id, **fields)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise ClientError(f"cannot send to {self.host}:{self.port}: {exc}") from None
+        self._in_flight.append((self._cid, api_key, v))
+        return self._cid
+
+    def receive(self) -> Any:
+        """The decoded answer to the oldest request sent and not yet received."""
+        cid, api_key, version = self._in_flight[0]
+        frame = self._next_frame()
+        decode_version = version
+        if (api_key == ApiKey.API_VERSIONS and len(frame) >= 6
+                and _I16.unpack_from(frame, 4)[0] == ErrorCode.unsupported_version):
+            # a broker that does not know this ApiVersions version answers in the v0 format
+            decode_version = 0
+        try:
+            got, obj = framing.decode_response(api_key, decode_version, frame)
+        except ProtocolError as exc:
+            raise ClientError(f"cannot decode {apis.api_name(api_key)} v{version} response: {exc}") from None
+        if got != cid:
+            raise ClientError(f"correlation id mismatch: sent {cid}, got {got}")
+        return obj
+
+    def receive_frame(self) -> memoryview:
+        """The answer to the oldest request as it came (response header included, size
+        prefix not), undecoded and uncopied: valid until the next receive. For callers
+        that time the broker rather than the decoding, or that must not copy what they
+        read (kio copies every record byte it decodes)."""
+        return self._next_frame()
+
+    def request(self, api_key: int, version: int | None = None, /, **fields: Any) -> Any:
+        """Send one request built from ``fields`` and return the decoded response."""
+        self.send(api_key, version, **fields)
+        return self.receive()
+
+    # framing
+
+    def _next_frame(self) -> memoryview:
+        """The next response frame, in a buffer reused by the next call."""
+        if not self._in_flight:
+            raise ClientError("no request is waiting for an answer")
+        _, api_key, version = self._in_flight[0]
+        try:
+            (size,) = _SIZE.unpack(self._read(4))
+            if size < 4 or size > MAX_RESPONSE:
+                raise ClientError(f"bad response size {size} from {self.host}:{self.port}")
+            frame = self._read(size)
+        except ClientError as exc:
+            raise ClientError(f"{exc.message} (request: {apis.api_name(api_key)} v{version})") from None
+        self._in_flight.popleft()
+        return frame
+
+    def _read(self, n: int) -> memoryview:
+        if n > len(self._buf):
+            self._buf = bytearray(n)
+        view = memoryview(self._buf)[:n]
+        got = 0
+        while got < n:
+            try:
+                k = self.sock.recv_into(view[got:], n - got)
+            except TimeoutError:
+                raise ClientError(f"timed out after {self.timeout:g}s waiting for {self.host}:{self.port}") from None
+            except OSError as exc:
+                raise ClientError(f"connection to {self.host}:{self.port} failed: {exc}") from None
+            if not k:
+                raise ClientError(f"connection to {self.host}:{self.port} closed by the broker")
+            got += k
+        return view
+
+
+def connect(bootstrap: str, timeout: float = 30.0, client_id: str = "krait", negotiate: bool = True) -> WireClient:
+    """A connection to the first reachable broker of ``bootstrap`` (``host:port,...``)."""
+    errors = []
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            return WireClient(host, port, timeout, client_id, negotiate)
+        except ClientError as exc:
+            errors.append(exc.message)
+    raise ClientError("; ".join(errors))

@@ -1,0 +1,160 @@
+"""TopicAdmin: creating, deleting and altering topics and their partitions, the topic
+config defaults that the broker's (static and dynamic) configs give, and applying a change
+of those defaults to every partition. CreateTopics, DeleteTopics, CreatePartitions, the
+config APIs and Metadata's auto-creation call it; it changes the topic registry (the
+metadata document) and the LogManager together, all or nothing.
+
+In cluster mode this becomes the controller's side of topic changes."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.manager import LogManager
+
+from .config import BrokerConfig
+from .replica_manager import ReplicaManager
+from .topics import INTERNAL_TOPICS, TopicInfo, TopicRegistry, topic_name_error
+
+log = logging.getLogger("krait.topics")
+
+
+def base_log_config(default_topic_props: dict[str, str], registry: TopicRegistry) -> LogConfig:
+    """Topic defaults: the broker's log.* keys, then dynamic broker configs over them."""
+    props = dict(default_topic_props)
+    props.update(registry.broker_configs_as_topic_defaults())
+    return LogConfig.from_props(props, strict=False)
+
+
+class TopicAdmin:
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, logs: LogManager, replicas: ReplicaManager):
+        self.config = config
+        self.registry = registry
+        self.logs = logs
+        self.replicas = replicas
+        #: topic defaults from the static config (dynamic ones are applied over them)
+        self.default_topic_props = config.topic_defaults()
+        #: internal topics are created by their coordinator, with their own configs
+        self.internal_topic_creators: dict[str, Callable[[], None]] = {}
+
+    # --- configs ------------------------------------------------------------------------------
+    def base_log_config(self) -> LogConfig:
+        return base_log_config(self.default_topic_props, self.registry)
+
+    def topic_log_config(self, info: TopicInfo) -> LogConfig:
+        return LogConfig.from_props(info.configs, base=self.base_log_config())
+
+    def validate_topic_configs(self, configs: dict[str, str]) -> LogConfig:
+        try:
+            return LogConfig.from_props(configs, base=self.base_log_config())
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+
+    def apply_topic_defaults(self) -> None:
+        """After the broker's dynamic configs changed: every partition gets its new config."""
+        self.logs.default_config = self.base_log_config()
+        for info in self.registry.topics.values():
+            self.logs.update_config(info.name, self.topic_log_config(info))
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        info = self._existing(name, f"Topic {name} does not exist.")
+        cfg = self.validate_topic_configs(configs)
+        if validate_only:
+            return
+        info.configs = dict(configs)
+        self.registry.save()
+        self.logs.update_config(name, cfg)
+
+    # --- topics -------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     *, validate_only: bool = False) -> TopicInfo:
+        configs = dict(configs or {})
+        if name in self.registry.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        err = topic_name_error(name)
+        if err:
+            raise KafkaError(ErrorCode.invalid_topic_exception, err)
+        if partitions < 1:
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        cfg = self.validate_topic_configs(configs)
+        if validate_only:
+            return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
+        info = self.registry.add(name, partitions, configs)
+        try:
+            for p in range(partitions):
+                self.logs.create(name, p, cfg, info.topic_id)
+        except (OSError, StorageError) as exc:
+            # all or nothing: a half-created topic would be listed with missing partitions
+            log.error("creating topic %s failed, rolling back: %s", name, exc)
+            self.registry.remove(name)
+            self.logs.delete_topic(name)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"Cannot create topic {name}: {exc}") from None
+        log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self._existing(name, "This server does not host this topic-partition.")
+        if name in INTERNAL_TOPICS:
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
+        if not self.config["delete.topic.enable"]:
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        self.registry.remove(name)
+        self.logs.delete_topic(name)
+        self.replicas.wake((name, p) for p in range(info.partitions))
+        log.info("deleted topic %s", name)
+        return info
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self._existing(name, f"The topic '{name}' does not exist.")
+        if count <= info.partitions:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"Topic currently has {info.partitions} partitions, which is higher than or equal to the "
+                             f"requested {count}.")
+        if validate_only:
+            return
+        cfg = self.topic_log_config(info)
+        for p in range(info.partitions, count):
+            self.logs.create(name, p, cfg, info.topic_id)
+        info.partitions = count
+        self.registry.save()
+
+    def check_assignments(self, assignments) -> None:
+        """Manual replica assignments may only name this broker (the whole cluster)."""
+        for a in assignments:
+            if any(b != self.config.node_id for b in a.broker_ids):
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Unknown broker in replica assignment {list(a.broker_ids)}")
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Metadata-triggered auto creation (auto.create.topics.enable)."""
+        if name in INTERNAL_TOPICS:
+            creator = self.internal_topic_creators.get(name)
+            if creator is None:
+                return None
+            creator()
+            return self.registry.get(name)
+        if not self.config["auto.create.topics.enable"]:
+            return None
+        try:
+            return self.create_topic(name, self.config["num.partitions"])
+        except KafkaError:
+            return None
+
+    def ensure_partitions_exist(self) -> None:
+        """At start-up: a partition the registry lists but no log dir holds is created empty
+        (its directory was lost or never made)."""
+        for info in list(self.registry.topics.values()):
+            for p in range(info.partitions):
+                if self.logs.get(info.name, p) is None:
+                    self.logs.create(info.name, p, self.topic_log_config(info), info.topic_id)
+
+    def _existing(self, name: str, message: str) -> TopicInfo:
+        info = self.registry.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, message)
+        return info

@@ -1,0 +1,54 @@
+"""Heartbeat v0-4: keeps a member's session alive and tells it when to rejoin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.classic.rebalance import Rebalancer
+from coordinator.group import GroupState
+from coordinator.responses import response_for
+from coordinator.state import CoordinatorState, Respond, reply
+
+__all__ = ["Heartbeat"]
+
+E = ErrorCode
+_S = GroupState
+
+
+class Heartbeat:
+    """Heartbeat against the groups of ``state``."""
+
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+        self._state = state
+        self._rebalance = rebalancer
+
+    def __call__(self, req: Any, respond: Respond) -> None:
+        reply(respond, response_for(req, error_code=self._heartbeat(req)))
+
+    def _heartbeat(self, req: Any) -> ErrorCode:
+        err = self._state.group_error(req.group_id, allow_empty=False)
+        if err is not None:
+            return err
+        group = self._state.groups.get(req.group_id)
+        member_id: str = req.member_id
+        if group is None:
+            return E.unknown_member_id
+        if group.is_(_S.DEAD):
+            return E.coordinator_not_available
+        if group.is_static_member_fenced(member_id, getattr(req, "group_instance_id", None)):
+            return E.fenced_instance_id
+        member = group.members.get(member_id)
+        if member is None:
+            return E.unknown_member_id
+        if req.generation_id != group.generation:
+            return E.illegal_generation
+        if group.is_(_S.EMPTY):
+            return E.unknown_member_id
+        self._rebalance.touch(group, member)
+        if group.is_(_S.PREPARING_REBALANCE):
+            return E.rebalance_in_progress
+        # Stable, or CompletingRebalance (a member may heartbeat between its JoinGroup
+        # answer and its SyncGroup): all good.
+        return E.none

@@ -1,0 +1,105 @@
+"""SyncGroup v0-5: members collect their assignment; the leader's SyncGroup stores it.
+
+A member that syncs while the group is CompletingRebalance is parked until the leader's
+assignment is persisted in ``__consumer_offsets``; then every parked member is answered and
+the group becomes Stable.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.classic.rebalance import Rebalancer, group_metadata_record
+from coordinator.classic.responses import sync_response
+from coordinator.group import Group, GroupState, Pending
+from coordinator.state import CoordinatorState, Respond, reply, storage_error
+
+__all__ = ["SyncGroup"]
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+_S = GroupState
+
+
+class SyncGroup:
+    """SyncGroup against the groups of ``state``."""
+
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+        self._state = state
+        self._rebalance = rebalancer
+
+    def _error(self, req: Any, group: Group | None) -> ErrorCode | None:
+        member_id: str = req.member_id
+        protocol_type = getattr(req, "protocol_type", None)
+        protocol_name = getattr(req, "protocol_name", None)
+        if group is None:
+            return E.unknown_member_id
+        if group.is_(_S.DEAD):
+            return E.coordinator_not_available
+        if group.is_static_member_fenced(member_id, getattr(req, "group_instance_id", None)):
+            return E.fenced_instance_id
+        if not group.has(member_id):
+            return E.unknown_member_id
+        if req.generation_id != group.generation:
+            return E.illegal_generation
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return E.inconsistent_group_protocol
+        if group.is_(_S.EMPTY):
+            return E.unknown_member_id
+        if group.is_(_S.PREPARING_REBALANCE):
+            return E.rebalance_in_progress
+        return None
+
+    def __call__(self, req: Any, respond: Respond) -> None:
+        state = self._state
+        err = state.group_error(req.group_id, allow_empty=False)
+        if err is not None:
+            return reply(respond, sync_response(req, err))
+        group = state.groups.get(req.group_id)
+        err = self._error(req, group)
+        if err is not None:
+            return reply(respond, sync_response(req, err))
+        assert group is not None
+        member_id: str = req.member_id
+        member = group.members[member_id]
+        if group.is_(_S.STABLE):
+            group.pending_sync.discard(member_id)
+            self._rebalance.touch(group, member)
+            return reply(respond, sync_response(req, E.none, group, member.assignment))
+        # CompletingRebalance: park until the leader's assignment is stored.
+        if member.awaiting_sync is not None:
+            old = member.awaiting_sync
+            reply(old.respond, sync_response(old.req, E.rebalance_in_progress))
+        member.awaiting_sync = Pending(req, respond)
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            group.sync_deadline = None
+        if group.is_leader(member_id):
+            self._store_assignment(group, req)
+
+    def _store_assignment(self, group: Group, req: Any) -> None:
+        # Members the leader left out get an empty assignment (Kafka does the same).
+        assignment = {m: b"" for m in group.members}
+        for a in req.assignments:
+            if a.member_id in assignment:
+                assignment[a.member_id] = bytes(a.assignment)
+        try:
+            self._state.append(group, [group_metadata_record(group, assignment)])
+        except Exception as exc:
+            log.warning("group %s: storing the assignment failed: %s", group.group_id, exc)
+            self._rebalance.reset_and_propagate_assignment_error(group, storage_error(exc, commit=False))
+            return self._rebalance.maybe_prepare_rebalance(group)
+        for m in group.members.values():
+            m.assignment = assignment[m.member_id]
+            if m.awaiting_sync is not None:
+                p, m.awaiting_sync = m.awaiting_sync, None
+                reply(p.respond, sync_response(p.req, E.none, group, m.assignment))
+            # Sessions restart now: an expiry while we waited for the leader was ignored.
+            self._rebalance.touch(group, m)
+        group.transition(_S.STABLE, self._state.clock())

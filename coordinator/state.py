@@ -1,0 +1,143 @@
+"""The state every part of the group coordinator shares, and the helpers they all use.
+
+:class:`CoordinatorState` holds the config, the injected clock and ``__consumer_offsets`` log,
+every group of this broker, the partitions still loading and the timer queue. The
+GroupCoordinator creates one and hands it to each part (membership, offsets, loading,
+admin); the parts keep no group state of their own, so a group is always in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.config import CoordinatorConfig
+from coordinator.group import Group, GroupState
+from coordinator.timers import TimerQueue
+
+if TYPE_CHECKING:
+    from coordinator.loader import LoadState
+
+__all__ = [
+    "CoordinatorState",
+    "OffsetsLog",
+    "Record",
+    "Respond",
+    "java_string_hash",
+    "partition_for_group",
+    "reply",
+    "storage_error",
+]
+
+log = logging.getLogger(__name__)
+
+Respond = Callable[[Any], None]
+Record = tuple[bytes, bytes | None]
+
+E = ErrorCode
+
+
+class OffsetsLog(Protocol):
+    """Where the coordinator persists records: the ``__consumer_offsets`` partitions."""
+
+    def append(self, partition: int, records: list[Record]) -> None:
+        """Append (key, value) records (value None = tombstone) as one batch, durably enough
+        for the broker's settings, before returning. Raise to report failure; an exception with
+        an ``error_code: ErrorCode`` attribute is mapped the way Kafka maps append errors."""
+        ...
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, int32 arithmetic."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_group(group_id: str, num_partitions: int) -> int:
+    h = java_string_hash(group_id)
+    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0 (it is `n & 0x7fffffff`).
+    return (h & 0x7FFFFFFF) % num_partitions
+
+
+def storage_error(exc: BaseException, *, commit: bool) -> ErrorCode:
+    """Kafka's mapping of append errors to what group clients understand
+    (GroupMetadataManager.storeGroup / storeOffsets)."""
+    code = getattr(exc, "error_code", None)
+    if code in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append, E.request_timed_out):
+        return E.coordinator_not_available
+    if code in (E.not_leader_or_follower, E.kafka_storage_error):
+        return E.not_coordinator
+    if code in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return E.invalid_commit_offset_size if commit else E.unknown_server_error
+    if isinstance(code, ErrorCode) and code is not E.none:
+        return code
+    return E.coordinator_not_available
+
+
+def reply(respond: Respond, response: Any) -> None:
+    """Hand ``response`` to the broker's callback."""
+    try:
+        respond(response)
+    except Exception:  # the broker's callback must not corrupt group state half-way
+        log.exception("respond callback failed")
+
+
+class CoordinatorState:
+    """Groups, loading partitions and timers of one coordinator, with its config, clock and log."""
+
+    def __init__(self, config: CoordinatorConfig, clock: Callable[[], int], offsets_log: OffsetsLog) -> None:
+        self.config = config
+        self.clock = clock
+        self.log = offsets_log
+        self.groups: dict[str, Group] = {}
+        # Filled by the loader; a partition listed here answers COORDINATOR_LOAD_IN_PROGRESS.
+        self.loading: dict[int, LoadState] = {}
+        self.timers = TimerQueue()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.config.offsets_topic_num_partitions)
+
+    def group_error(self, group_id: str | None, *, allow_empty: bool) -> ErrorCode | None:
+        """The error every group API checks first: a bad group id or a partition still loading."""
+        # Kafka accepts the empty group id for OffsetCommit/OffsetFetch/DescribeGroups/
+        # DeleteGroups (backwards compatibility) and refuses it for everything else.
+        if group_id is None or (group_id == "" and not allow_empty):
+            return E.invalid_group_id
+        if self.loading and self.partition_for(group_id) in self.loading:
+            return E.coordinator_load_in_progress
+        return None
+
+    def new_group(self, group_id: str) -> Group:
+        group = Group(group_id, self.partition_for(group_id), state_timestamp=self.clock())
+        self.groups[group_id] = group
+        return group
+
+    def maybe_drop_unused(self, group: Group) -> None:
+        # A group created by a failed first JoinGroup was never written anywhere: forget it.
+        if (
+            group.is_(GroupState.EMPTY)
+            and group.generation == 0
+            and not group.members
+            and not group.pending_members
+            and not group.offsets
+            and self.groups.get(group.group_id) is group
+        ):
+            del self.groups[group.group_id]
+
+    def kill(self, group: Group) -> None:
+        """The group is gone (deleted, or emptied of members and offsets): Dead, forgotten."""
+        group.transition(GroupState.DEAD, self.clock())
+        group.offsets.clear()
+        group.pending_members.clear()
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def append(self, group: Group, records: list[Record]) -> None:
+        """Persist records in the group's ``__consumer_offsets`` partition (raises on failure)."""
+        self.log.append(group.partition, records)

@@ -1,0 +1,179 @@
+"""Opening a partition's directory: Kafka's LogLoader (and UnifiedLog.rebuildProducerState).
+
+:func:`load_log` turns what is on disk into the segments and offsets a
+:class:`storage.log.PartitionLog` starts from. Leftover ``.cleaned``/``.tmp``/``.deleted``
+files are removed, ``.swap`` files (a compaction that finished writing) are swapped in,
+index files without their ``.log`` are removed and segments lacking index files get
+them rebuilt. After a clean shutdown only the active segment is looked at (from its last
+index entry to its end), so a clean start costs O(segments) stats, not O(bytes). After a
+crash every segment from the recovery point on is re-read with CRC checks, truncated at
+the first invalid batch, and later segments are dropped. Producer state comes from the
+newest snapshot plus a replay of the batches after it (:func:`rebuild_producer_state`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import LogConfig
+from .producer_state import ProducerStateManager
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    scan_headers,
+)
+
+__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """Kafka's LoadedLogOffsets plus the segments: the last one is active (indexes mapped)."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+
+
+def load_log(directory: str, config: LogConfig, producer_state: ProducerStateManager, *,
+             recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> LoadedLog:
+    """Open (creating it if needed) the partition directory ``directory``: settle leftover
+    files, recover what a crash may have torn when not ``clean_shutdown``, and load
+    ``producer_state``. ``recovery_point`` and ``log_start_offset`` are the checkpointed
+    values."""
+    os.makedirs(directory, exist_ok=True)
+    _remove_temp_files_and_complete_swaps(directory, config)
+    segments = _load_segment_files(directory, config, log_start_offset)
+    max_index = config.segment_index_bytes
+    if not clean_shutdown:
+        _recover_log(directory, segments, recovery_point, max_index)
+    active = segments[-1]
+    next_offset, end = active.read_next_offset()
+    if end != active.size:
+        log.warning("%s: %d bytes after the last whole batch, recovering the segment", active.log_path, active.size - end)
+        active.recover(max_index, start_offset=active.base_offset)
+        next_offset, _ = active.read_next_offset()
+    active.make_active(max_index)
+    leo = max(next_offset, active.base_offset)
+    log_start = min(max(log_start_offset, segments[0].base_offset), leo)
+    # After a crash everything left has just been checked; after a clean shutdown
+    # everything was fsynced: either way the whole log is recovered.
+    rebuild_producer_state(producer_state, segments, log_start, leo)
+    return LoadedLog(segments, log_start, leo, leo)
+
+
+def rebuild_producer_state(ps: ProducerStateManager, segments: list[LogSegment], log_start_offset: int,
+                           log_end_offset: int) -> None:
+    """Load the newest snapshot at or below ``log_end_offset`` and replay the batches after
+    it (also used after a truncation, which invalidates newer snapshots)."""
+    snap = ps.load(log_end_offset)
+    if snap < 0:
+        # No snapshot: like Kafka, avoid a scan of the whole log; replay the last two
+        # segments (Kafka writes snapshots at every roll, so this is the usual window).
+        start = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+    else:
+        start = snap
+    start = max(start, log_start_offset)
+    if start < log_end_offset:
+        i = max(bisect.bisect_right([s.base_offset for s in segments], start) - 1, 0)
+        for seg in segments[i:]:
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            for _, h in seg.iter_headers(found[0]):
+                if h.last_offset >= start:
+                    ps.replay(h)
+    ps.map_end_offset = log_end_offset
+
+
+def _remove_temp_files_and_complete_swaps(directory: str, config: LogConfig) -> None:
+    for name in os.listdir(directory):
+        if name.endswith((".tmp", CLEANED_SUFFIX, DELETED_SUFFIX)):
+            # .cleaned: a compaction that had not finished (its sources are intact);
+            # .deleted: a delete that was scheduled; .tmp: a half-written snapshot.
+            Path(directory, name).unlink(missing_ok=True)
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            _complete_swap(directory, config, int(name.split(".")[0]))
+
+
+def _complete_swap(directory: str, config: LogConfig, base: int) -> None:
+    """Finish a compaction swap interrupted by a crash: the ``.swap`` segment replaces
+    every segment whose base offset it covers."""
+    swap = LogSegment(directory, base, suffix=SWAP_SUFFIX)
+    next_offset = base
+    for _, h in scan_headers(swap.fd, 0, swap.size):
+        next_offset = h.next_offset
+    swap.close()
+    for name in os.listdir(directory):
+        if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
+            b = int(name[:-4])
+            if base <= b < max(next_offset, base + 1):
+                _segment(directory, config, b).delete()
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        src = os.path.join(directory, f"{base:020d}{suffix}{SWAP_SUFFIX}")
+        if os.path.exists(src):
+            os.replace(src, src[: -len(SWAP_SUFFIX)])
+    seg = _segment(directory, config, base)
+    if not seg.has_index_files():
+        seg.recover(config.segment_index_bytes)
+    seg.close()
+    log.info("completed interrupted compaction swap of segment %d in %s", base, directory)
+
+
+def _load_segment_files(directory: str, config: LogConfig, log_start_offset: int) -> list[LogSegment]:
+    """Every ``.log`` as a segment, in offset order (a fresh empty one for an empty dir)."""
+    bases = sorted(int(n[: -len(LOG_SUFFIX)]) for n in os.listdir(directory)
+                   if n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit())
+    base_set = set(bases)
+    for name in os.listdir(directory):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex"):
+            stem = name[: -len(suffix)]
+            if name.endswith(suffix) and stem.isdigit() and int(stem) not in base_set:
+                Path(directory, name).unlink(missing_ok=True)  # orphan index without its .log
+    max_index = config.segment_index_bytes
+    segments = []
+    for b in bases:
+        seg = _segment(directory, config, b)
+        if not seg.has_index_files():
+            log.info("%s: index files missing, rebuilding", seg.log_path)
+            seg.recover(max_index)
+        segments.append(seg)
+    if not segments:
+        fresh = _segment(directory, config, max(log_start_offset, 0))
+        fresh.make_active(max_index)  # creates the .log and both index files
+        _ = fresh.fd
+        segments.append(fresh)
+    return segments
+
+
+def _recover_log(directory: str, segments: list[LogSegment], recovery_point: int, max_index: int) -> None:
+    """Re-check every segment from the one holding ``recovery_point`` on; the first one
+    truncated ends the log (the segments after it are deleted, in place)."""
+    i = max(bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
+    while i < len(segments):
+        seg = segments[i]
+        truncated = seg.recover(max_index, start_offset=seg.base_offset)
+        if truncated > 0 and i + 1 < len(segments):
+            log.warning("%s: dropping %d segments after the corrupt one", directory, len(segments) - i - 1)
+            for later in segments[i + 1 :]:
+                later.delete()
+            del segments[i + 1 :]
+            break
+        i += 1
+
+
+def _segment(directory: str, config: LogConfig, base: int) -> LogSegment:
+    return LogSegment(directory, base, index_interval_bytes=config.index_interval_bytes)
