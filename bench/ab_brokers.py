@@ -77,7 +77,11 @@ def main() -> int:
     p.add_argument("--before", required=True, type=Path)
     p.add_argument("--after", default=REPO, type=Path)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--scale", type=float, default=1.0, help="multiply the record counts (300,000 each)")
     args = p.parse_args()
+    for _mode, _topic, wargs in WORKLOADS.values():
+        i = wargs.index("--num-records") + 1
+        wargs[i] = str(int(int(wargs[i]) * args.scale))
     results: dict[str, dict[str, list[float]]] = {w: {"before": [], "after": []} for w in WORKLOADS}
     for r in range(args.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
