@@ -17,10 +17,13 @@ $(VENV)/.runtime: pyproject.toml | $(BIN)/python
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,spark]'
-	@# kcat is a Debian package: best effort only; its test skips with a reason if absent
+	@# kcat and zookeeper are Debian packages: best effort; their tests skip with a reason if absent
 	@command -v kcat >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get install -y -q kcat >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
 	   apt-get install -y -q kcat >/dev/null 2>&1)) || echo "kcat not installed: its test will skip"; }
+	@[ -f /usr/share/java/zookeeper.jar ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q zookeeper >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
+	   apt-get install -y -q zookeeper >/dev/null 2>&1)) || echo "zookeeper not installed: cluster tests will skip"; }
 	touch $@ $(VENV)/.runtime
 
 $(VENV)/.bench: pyproject.toml $(VENV)/.dev

@@ -21,6 +21,7 @@ from protocol.apis import ApiKey
 from protocol.errors import UnsupportedVersionError
 from storage.manager import LogManager
 
+from .cluster.membership import ZkMembership
 from .config import BrokerConfig, new_cluster_id
 from .config_admin import ConfigAdmin
 from .group_driver import CoordinatorDriver
@@ -53,6 +54,8 @@ class Broker:
         self.topics: TopicAdmin | None = None
         self.configs: ConfigAdmin | None = None
         self.log_dirs_admin: LogDirs | None = None
+        #: cluster mode (zookeeper.connect): registration and controller election
+        self.cluster: ZkMembership | None = None
         self.groups: CoordinatorDriver | None = None  # the group coordinator's driver, set at start()
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
@@ -67,7 +70,8 @@ class Broker:
         """Load metadata and every partition (synchronous; also used by tools and tests)."""
         t0 = time.monotonic()
         self.registry.load()
-        if self.registry.cluster_id is None:
+        # in cluster mode the id comes from ZooKeeper at start()
+        if self.registry.cluster_id is None and not self.config["zookeeper.connect"]:
             self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
             self.registry.save()
         self.logs = LogManager(self.log_dirs, base_log_config(self.config.topic_defaults(), self.registry),
@@ -83,6 +87,8 @@ class Broker:
 
     async def start(self) -> None:
         self.open_storage()
+        if self.config["zookeeper.connect"]:
+            self._join_cluster()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics)
         self._servers = await start_listeners(self)
         self._timers = [
@@ -98,9 +104,45 @@ class Broker:
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),
                  self.registry.cluster_id)
 
+    def _join_cluster(self) -> None:
+        cfg = self.config
+        session_ms = cfg["zookeeper.session.timeout.ms"]
+        self.cluster = ZkMembership(cfg["zookeeper.connect"], self.node_id, cfg.advertised_listeners,
+                                    session_timeout_ms=session_ms,
+                                    connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"] or session_ms)
+        try:
+            cluster_id = self.cluster.start(self.registry.cluster_id, cfg["cluster.id"] or new_cluster_id())
+        except BaseException:
+            self.cluster.stop()
+            self.logs.shutdown()
+            raise
+        if cluster_id != self.registry.cluster_id:
+            self.registry.cluster_id = cluster_id
+            self.registry.save()
+
+    def live_brokers(self) -> list[tuple[int, str, int]]:
+        """(id, host, port) of every live broker: this one alone in single-node mode."""
+        if self.cluster is None:
+            lst = self.config.advertised_listeners[0]
+            return [(self.node_id, lst.host, lst.port)]
+        return [(bid, host, port) for bid, (host, port) in self.cluster.brokers.items()]
+
+    def cluster_version(self) -> int:
+        """Changes whenever live brokers or the controller change (Metadata's cache key)."""
+        return 0 if self.cluster is None else self.cluster.version
+
+    def controller_id(self) -> int:
+        """The cluster's controller (this broker in single-node mode); -1 when none is elected."""
+        if self.cluster is None:
+            return self.node_id
+        cid = self.cluster.controller_id
+        return -1 if cid is None else cid
+
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish, flush, checkpoint, mark clean."""
         self.stopping = True
+        if self.cluster is not None:
+            self.cluster.stop()  # the registration (and the controller role) go at once
         if self.log_dirs_admin is not None:
             self.log_dirs_admin.stopping = True
         for s in self._servers:

@@ -19,10 +19,9 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    brokers = [dict(broker_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
-               for lst in broker.config.advertised_listeners[:1]]
+    brokers = [dict(broker_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers()]
     return make(apis.response_type(ApiKey.DESCRIBE_CLUSTER, ctx.version), throttle_time=0,
                 error_code=ErrorCode.none, error_message=None, endpoint_type=1, cluster_id=broker.registry.cluster_id,
-                controller_id=broker.node_id, brokers=brokers,
+                controller_id=broker.controller_id(), brokers=brokers,
                 cluster_authorized_operations=authorized_operations(
                     ResourceType.CLUSTER, bool(req.include_cluster_authorized_operations)))

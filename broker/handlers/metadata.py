@@ -25,8 +25,7 @@ LEADER_EPOCH = 0
 
 
 def brokers(broker: Broker) -> list[dict]:
-    return [dict(node_id=broker.node_id, host=lst.host, port=lst.port, rack=None)
-            for lst in broker.config.advertised_listeners[:1]]
+    return [dict(node_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers()]
 
 
 def _topic_entry(broker: Broker, info, ops: int) -> dict:
@@ -48,7 +47,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
     reg = broker.registry
     all_topics = req.topics is None or (version == 0 and not req.topics)
-    key = (version, _include_topic_ops(req), _include_cluster_ops(req),
+    key = (version, broker.cluster_version(), _include_topic_ops(req), _include_cluster_ops(req),
            None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
     cache = broker.metadata_cache
     if cache.get("registry_version") != reg.version:
@@ -86,7 +85,7 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
     if all_topics:
         topics = [_topic_entry(broker, info, ops) for info in reg.topics.values()]
         return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                    controller_id=broker.node_id, topics=topics, **extra), True
+                    controller_id=broker.controller_id(), topics=topics, **extra), True
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
     cacheable = True
@@ -113,4 +112,4 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
                 continue
         topics.append(_topic_entry(broker, info, ops))
     return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
-                controller_id=broker.node_id, topics=topics, **extra), cacheable
+                controller_id=broker.controller_id(), topics=topics, **extra), cacheable

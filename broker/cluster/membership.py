@@ -1,0 +1,193 @@
+"""ZkMembership: this broker's membership of a cluster on ZooKeeper, through kazoo:
+the cluster id (/cluster/id), the broker's ephemeral registration (/brokers/ids/<id>) and
+controller election (ephemeral /controller, with /controller_epoch bumped in the same
+ZooKeeper transaction, so that a stale controller's epoch is always lower), as Kafka's
+KafkaZkClient does. After a lost session the broker registers again and rejoins the
+election. kazoo runs its callbacks on its own thread; what the broker reads here are
+plain attributes, replaced whole."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
+
+from ..config import ConfigError, Listener
+from . import zk_layout as zk
+
+log = logging.getLogger("krait.cluster")
+
+
+class ZkMembership:
+    def __init__(self, connect: str, broker_id: int, advertised: list[Listener], *, session_timeout_ms: int,
+                 connection_timeout_ms: int, on_change: Callable[[], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self.advertised = advertised
+        self.connection_timeout_ms = connection_timeout_ms
+        self.on_change = on_change
+        # Kazoo takes the chroot from the connect string (host:port,host:port/chroot), as Kafka does
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        hosts, slash, chroot = connect.partition("/")
+        self._hosts, self._chroot = hosts, (slash + chroot).rstrip("/")
+        #: the elected controller's broker id (None: none elected) and its epoch
+        self.controller_id: int | None = None
+        self.controller_epoch = zk.INITIAL_CONTROLLER_EPOCH
+        #: live brokers: id -> (host, port) of the endpoint of this broker's listener name
+        self.brokers: dict[int, tuple[str, int]] = {}
+        #: bumped whenever the brokers or the controller change (the Metadata cache key)
+        self.version = 0
+        self._lost = False
+        self._stopped = False
+
+    # --- start / stop -------------------------------------------------------------------------
+    def start(self, local_cluster_id: str | None, new_cluster_id: str) -> str:
+        """Connect, check or create the cluster id, register, join the election; returns the
+        cluster id (ZooKeeper's is authoritative, as in Kafka)."""
+        try:
+            if self._chroot:
+                self._create_chroot()
+            self.zk.start(timeout=self.connection_timeout_ms / 1000)
+        except Exception as exc:
+            raise ConfigError(f"Timed out waiting for connection to ZooKeeper ({exc}); check zookeeper.connect") from None
+        for path in zk.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        cluster_id = self._cluster_id(local_cluster_id, new_cluster_id)
+        self._register()
+        self.zk.add_listener(self._on_state)
+        self.zk.ChildrenWatch(zk.BROKER_IDS, self._on_brokers)
+        self._elect()
+        return cluster_id
+
+    def _create_chroot(self) -> None:
+        """Kafka creates the chroot path of zookeeper.connect if it is missing."""
+        root = KazooClient(hosts=self._hosts, timeout=self.zk._session_timeout / 1000)
+        root.start(timeout=self.connection_timeout_ms / 1000)
+        try:
+            root.ensure_path(self._chroot)
+        finally:
+            root.stop()
+            root.close()
+
+    def stop(self) -> None:
+        """Close the session: the registration and, if held, the controller role go at once."""
+        self._stopped = True
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            log.exception("closing the ZooKeeper session failed")
+
+    # --- cluster id ---------------------------------------------------------------------------
+    def _cluster_id(self, local: str | None, new: str) -> str:
+        # As Kafka: a new cluster gets a new id (or cluster.id), never the log dir's, so a
+        # log dir from another cluster (or from single-node mode) is refused, not adopted.
+        try:
+            self.zk.create(zk.CLUSTER_ID, zk.encode_cluster_id(new), makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = self.zk.get(zk.CLUSTER_ID)
+        cluster_id = zk.decode_cluster_id(data)
+        if local is not None and local != cluster_id:
+            raise ConfigError(f"The Cluster ID {cluster_id} doesn't match stored clusterId {local} in the log dir's "
+                              "metadata. The broker is trying to join the wrong cluster. Configured "
+                              "zookeeper.connect may be wrong.")
+        return cluster_id
+
+    # --- registration ---------------------------------------------------------------------------
+    def _register(self) -> None:
+        path = zk.broker_id_path(self.broker_id)
+        try:
+            self.zk.create(path, zk.encode_broker(self.advertised), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            _, stat = self.zk.get(path)
+            if stat.ephemeralOwner != self.zk.client_id[0]:
+                raise ConfigError(f"Error while creating ephemeral at {path}, node already exists and owner "
+                                  f"'{stat.ephemeralOwner}' does not match current session "
+                                  f"'{self.zk.client_id[0]}': broker.id {self.broker_id} is taken") from None
+        log.info("registered broker %d at %s with endpoints %s", self.broker_id, path,
+                 ",".join(map(str, self.advertised)))
+
+    def _on_brokers(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        listener = self.advertised[0].name
+        found: dict[int, tuple[str, int]] = {}
+        for child in children:
+            try:
+                reg = zk.decode_broker(self.zk.get(f"{zk.BROKER_IDS}/{child}")[0])
+            except NoNodeError:
+                continue  # gone between the listing and the read
+            endpoint = zk.endpoint_for(reg, listener)
+            if endpoint is not None:
+                found[int(child)] = endpoint
+        self.brokers = dict(sorted(found.items()))
+        self._changed()
+        return True
+
+    def _changed(self) -> None:
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change()
+
+    # --- controller election ------------------------------------------------------------------
+    def _elect(self) -> None:
+        """Kafka's registerControllerAndIncrementControllerEpoch: create the ephemeral
+        /controller and bump /controller_epoch (conditional on its version) in one
+        transaction; whoever loses reads the winner. Then watch /controller."""
+        try:
+            data, stat = self.zk.get(zk.CONTROLLER_EPOCH)
+            epoch, version = zk.decode_controller_epoch(data), stat.version
+        except NoNodeError:
+            try:
+                self.zk.create(zk.CONTROLLER_EPOCH, zk.encode_controller_epoch(zk.INITIAL_CONTROLLER_EPOCH))
+            except NodeExistsError:
+                pass
+            data, stat = self.zk.get(zk.CONTROLLER_EPOCH)
+            epoch, version = zk.decode_controller_epoch(data), stat.version
+        tx = self.zk.transaction()
+        tx.create(zk.CONTROLLER, zk.encode_controller(self.broker_id), ephemeral=True)
+        tx.set_data(zk.CONTROLLER_EPOCH, zk.encode_controller_epoch(epoch + 1), version=version)
+        results = tx.commit()
+        if not any(isinstance(r, NodeExistsError | BadVersionError) for r in results) and \
+                not any(isinstance(r, Exception) for r in results):
+            self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch + 1)
+        self.zk.DataWatch(zk.CONTROLLER, self._on_controller)
+
+    def _on_controller(self, data: bytes | None, stat, event=None) -> bool:
+        if self._stopped:
+            return False
+        if data is None:
+            self.controller_id = None
+            if event is not None and event.type == EventType.DELETED:
+                # the controller's session ended: run for it (on kazoo's thread, not in the watch)
+                self.zk.handler.spawn(self._elect)
+                return False  # _elect sets a new watch
+        else:
+            self.controller_id = zk.decode_controller(data)
+            try:
+                self.controller_epoch = zk.decode_controller_epoch(self.zk.get(zk.CONTROLLER_EPOCH)[0])
+            except NoNodeError:
+                pass
+        self._changed()
+        return True
+
+    # --- session ------------------------------------------------------------------------------
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._lost = True
+            self.controller_id = None
+            log.warning("ZooKeeper session lost: registering again when reconnected")
+        elif state == KazooState.CONNECTED and self._lost and not self._stopped:
+            self._lost = False
+            self.zk.handler.spawn(self._rejoin)
+
+    def _rejoin(self) -> None:
+        try:
+            self._register()
+            self._elect()
+        except Exception:
+            log.exception("re-registering in ZooKeeper failed")
