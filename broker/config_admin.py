@@ -81,14 +81,14 @@ class ConfigAdmin:
         precedence first, starting at ``name`` itself (a higher-precedence synonym of another
         name, e.g. log.retention.ms when describing log.retention.hours, is dropped)."""
         reg = self.registry
-        layers = ((reg.broker_configs, DYNAMIC_BROKER_CONFIG), (reg.default_broker_configs, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        layers = ((reg.broker_configs, DYNAMIC_BROKER_CONFIG),
+                  (reg.default_broker_configs, DYNAMIC_DEFAULT_BROKER_CONFIG),
                   (self.config.originals, STATIC_BROKER_CONFIG), (BROKER_DEFAULTS, DEFAULT_CONFIG))
         out = [dict(name=n, value=None if sensitive else str(layer[n]), source=source)
                for layer, source in layers for n in names if n in layer]
         while out and out[0]["name"] != name:
             out.pop(0)
         return out
-
 
     def topic_config_entries(self, info: Any, keys: Iterable[str] | None = None,
                              include_synonyms: bool = False) -> list[dict]:
@@ -102,11 +102,11 @@ class ConfigAdmin:
             syn = self._synonyms(broker_key, broker_config_synonyms(broker_key, True), False) if broker_key else []
             if key in info.configs:
                 syn.insert(0, dict(name=key, value=value, source=DYNAMIC_TOPIC_CONFIG))
-            out.append(dict(name=key, value=value, read_only=False, config_source=syn[0]["source"] if syn else DEFAULT_CONFIG,
+            out.append(dict(name=key, value=value, read_only=False,
+                            config_source=syn[0]["source"] if syn else DEFAULT_CONFIG,
                             is_sensitive=False, synonyms=syn if include_synonyms else [],
                             config_type=_CONFIG_TYPE_IDS[_TOPIC_TYPES.get(key, "LONG")], documentation=None))
         return out
-
 
     def _broker_config_entries(self, per_broker: bool, keys: Iterable[str] | None,
                                include_synonyms: bool) -> list[dict]:
@@ -138,7 +138,6 @@ class ConfigAdmin:
                             documentation=None))
         return out
 
-
     def describe(self, req: Any) -> list[dict]:
         """DescribeConfigs' results, one per requested resource."""
         results = []
@@ -150,25 +149,25 @@ class ConfigAdmin:
                 if r.resource_type == TOPIC:
                     info = self.registry.get(r.resource_name)
                     if info is None:
-                        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
+                        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                         f"Topic {r.resource_name} does not exist.")
                     entry["configs"] = self.topic_config_entries(info, keys, req.include_synonyms)
                 elif r.resource_type == BROKER:
                     if r.resource_name:
                         self._check_broker_id(r.resource_name, "Broker id must be an integer, but it is: {}",
-                                         "Unexpected broker id, expected {} or empty string, but received {}")
+                                              "Unexpected broker id, expected {} or empty string, but received {}")
                     entry["configs"] = self._broker_config_entries(bool(r.resource_name), keys, req.include_synonyms)
                 elif r.resource_type == BROKER_LOGGER:
                     if not r.resource_name:
                         raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
                     self._check_broker_id(r.resource_name, "Broker id must be an integer, but it is: {}",
-                                     "Unexpected broker id, expected {} but received {}")
+                                          "Unexpected broker id, expected {} but received {}")
                 else:
                     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {r.resource_type}")
             except KafkaError as exc:
                 entry.update(error_code=exc.error_code, error_message=exc.message)
             results.append(entry)
         return results
-
 
     def _check_broker_id(self, name: str, not_int: str, mismatch: str) -> None:
         try:
@@ -177,8 +176,6 @@ class ConfigAdmin:
             raise KafkaError(ErrorCode.invalid_request, not_int.format(name)) from None
         if node != self.node_id:
             raise KafkaError(ErrorCode.invalid_request, mismatch.format(self.node_id, name))
-
-
 
     @staticmethod
     def _java_split(s: str) -> list[str]:
@@ -190,7 +187,6 @@ class ConfigAdmin:
         while parts and parts[-1] == "":
             parts.pop()
         return parts
-
 
     @staticmethod
     def _incremental(current: dict[str, str], ops: Any, list_default: Any, not_list: Any) -> dict[str, str]:
@@ -220,18 +216,18 @@ class ConfigAdmin:
                 raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op}")
         return current
 
-
     def _alter_topic(self, r: Any, incremental: bool, validate_only: bool) -> None:
         info = self.registry.get(r.resource_name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
         if incremental:
-            new = self._incremental(dict(info.configs), r.configs, _TOPIC_LIST_DEFAULTS.get, lambda op, name: KafkaError(
-                ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
+            new = self._incremental(dict(info.configs), r.configs, _TOPIC_LIST_DEFAULTS.get,
+                                    lambda op, name: KafkaError(
+                                        ErrorCode.invalid_config,
+                                        f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
         else:
             new = {c.name: c.value for c in r.configs}
         self.topics.alter_topic_configs(r.resource_name, new, validate_only=validate_only)
-
 
     @staticmethod
     def _broker_list_default(name: str) -> str | None:
@@ -242,12 +238,11 @@ class ConfigAdmin:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {name}")
         return BROKER_DEFAULTS.get(name, "") if kind == "LIST" else None
 
-
     def _alter_broker(self, r: Any, incremental: bool, validate_only: bool) -> None:
         per_broker = r.resource_name != ""
         if per_broker:
             self._check_broker_id(r.resource_name, "Node id must be an integer, but it is: {}",
-                             "Unexpected broker id, expected {}, but received {}")
+                                  "Unexpected broker id, expected {}, but received {}")
         reg = self.registry
         current = reg.broker_configs if per_broker else reg.default_broker_configs
         if incremental:
@@ -259,10 +254,12 @@ class ConfigAdmin:
         default, own = (reg.default_broker_configs, new) if per_broker else (new, reg.broker_configs)
         try:
             validate_dynamic_configs(new, per_broker)
-            validate_reconfiguration(merge_dynamic(self.config.originals, reg.default_broker_configs, reg.broker_configs),
-                                     merge_dynamic(self.config.originals, default, own))
+            static = self.config.originals
+            validate_reconfiguration(merge_dynamic(static, reg.default_broker_configs, reg.broker_configs),
+                                     merge_dynamic(static, default, own))
             in_force = self.config.with_dynamic(default, own)  # Krait's own checks of what it uses
-            LogConfig.from_props({**self.topics.default_topic_props, **dynamic_topic_defaults(default, own)}, strict=False)
+            LogConfig.from_props({**self.topics.default_topic_props, **dynamic_topic_defaults(default, own)},
+                                 strict=False)
         except (ConfigError, ValueError) as exc:
             # INVALID_REQUEST, not INVALID_CONFIG: Kafka keeps it for compatibility (KAFKA-13609)
             raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
@@ -275,7 +272,6 @@ class ConfigAdmin:
         reg.save()
         self.topics.apply_topic_defaults()
         self.logs.producer_id_expiration_ms = int(in_force["producer.id.expiration.ms"])
-
 
     def alter(self, req: Any, incremental: bool) -> list[dict]:
         """AlterConfigs' (replace all) or IncrementalAlterConfigs' results, one per resource."""
@@ -290,7 +286,8 @@ class ConfigAdmin:
                 names = [c.name for c in r.configs]
                 if len(set(names)) != len(names):
                     raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-                nulls = [c.name for c in r.configs if c.value is None and not (incremental and c.config_operation == DELETE)]
+                nulls = [c.name for c in r.configs
+                         if c.value is None and not (incremental and c.config_operation == DELETE)]
                 if nulls:
                     raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
                 if r.resource_type == TOPIC:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-INT_MAX = 2147483647
-LONG_MAX = 9223372036854775807
+from storage.config import INT_MAX, LONG_MAX
 
 # Broker keys Kafka changes without a restart (DynamicBrokerConfig.AllDynamicConfigs, Kafka
 # 4.0) that Krait has no use for: name -> (Kafka type, Kafka default). AlterConfigs stores

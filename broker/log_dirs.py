@@ -105,7 +105,6 @@ class LogDirs:
             task.add_done_callback(self._running.discard)
         return ErrorCode.none
 
-
     async def _run(self, move: ReplicaMove) -> None:
         logs = self.logs
         try:

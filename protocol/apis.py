@@ -71,16 +71,14 @@ class ApiRange:
         return self.min_version if self.min_served is None else self.min_served
 
 
-#: api key -> served range, in the order ApiVersions lists them. Filled by the broker's
-#: handler modules, which declare the versions they serve (broker.handlers.handles).
+#: api key -> served range. Filled by the broker's handler modules, which declare the
+#: versions they serve (broker.handlers.handles).
 SUPPORTED: dict[int, ApiRange] = {}
 
 
 def register(r: ApiRange) -> None:
     """Declare a served API range (called by the handler registry)."""
     SUPPORTED[r.api_key] = r
-    for key in sorted(SUPPORTED):  # keep key order: ApiVersions lists them so
-        SUPPORTED[key] = SUPPORTED.pop(key)
 
 
 def api_name(api_key: int) -> str:

@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import ast
-import socket
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +20,9 @@ import pytest
 from kio.schema.index import api_key_map
 
 from broker.handlers import HANDLERS
-from protocol import apis, framing
+from broker.tools.wire import WireClient
+from protocol import apis
 from protocol.apis import ApiKey
-from protocol.build import make
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("broker", "storage", "protocol", "coordinator")
@@ -171,11 +169,8 @@ def test_one_handler_module_per_api_named_for_it():
 
 
 def test_api_versions_is_derived_from_the_handlers(broker):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        req = make(apis.request_type(ApiKey.API_VERSIONS, 3), client_software_name="t", client_software_version="1")
-        s.sendall(framing.encode_request(ApiKey.API_VERSIONS, 3, 1, req))
-        (n,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
-        _, resp = framing.decode_response(ApiKey.API_VERSIONS, 3, s.recv(n, socket.MSG_WAITALL))
+    with WireClient("127.0.0.1", broker.port, timeout=10, negotiate=False) as c:
+        resp = c.request(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     declared = {k: (r.min_version, r.max_version) for k, r in apis.SUPPORTED.items()}
     assert advertised == declared and set(advertised) == set(HANDLERS)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
 from ..config import ConfigError, Listener
@@ -151,8 +151,8 @@ class ZkMembership:
         tx.create(zk.CONTROLLER, zk.encode_controller(self.broker_id), ephemeral=True)
         tx.set_data(zk.CONTROLLER_EPOCH, zk.encode_controller_epoch(epoch + 1), version=version)
         results = tx.commit()
-        if not any(isinstance(r, NodeExistsError | BadVersionError) for r in results) and \
-                not any(isinstance(r, Exception) for r in results):
+        # a lost race shows as NodeExistsError (/controller) or BadVersionError (the epoch)
+        if not any(isinstance(r, Exception) for r in results):
             self.controller_id, self.controller_epoch = self.broker_id, epoch + 1
             log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch + 1)
         self.zk.DataWatch(zk.CONTROLLER, self._on_controller)

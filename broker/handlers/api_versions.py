@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def _api_keys() -> list[dict]:
     return [dict(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
-            for r in apis.SUPPORTED.values()]
+            for _, r in sorted(apis.SUPPORTED.items())]  # in key order, as Kafka lists them
 
 
 @cache

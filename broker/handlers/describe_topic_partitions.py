@@ -26,6 +26,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..replica_manager import LEADER_EPOCH
 from ..security.operations import ResourceType, authorized_operations
 from ..topics import INTERNAL_TOPICS, topic_name_error
 from . import handles
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from ..broker import Broker
     from ..server import RequestContext
 
-LEADER_EPOCH = 0
 _ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-
 def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
     reg = broker.registry

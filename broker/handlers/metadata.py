@@ -12,6 +12,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..replica_manager import LEADER_EPOCH
 from ..security.operations import ResourceType, authorized_operations
 from ..topics import topic_name_error
 from . import handles
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-LEADER_EPOCH = 0
 
 
 def brokers(broker: Broker) -> list[dict]:

@@ -74,10 +74,9 @@ def parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-
 def _groups_parser() -> argparse.ArgumentParser:
     p = Parser(prog="krait groups", description="List, describe and delete consumer groups and reset their "
-                "offsets (like kafka-consumer-groups.sh).")
+               "offsets (like kafka-consumer-groups.sh).")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="broker(s) to connect to")
     act = p.add_mutually_exclusive_group(required=True)
     act.add_argument("--list", action="store_true", help="list groups")
@@ -342,8 +341,6 @@ def _groups_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.delete:
             return _groups_delete(args, admin, out, err)
         return _groups_reset(args, admin, out, err)
-
-
 
 
 def main(argv: list[str]) -> int:

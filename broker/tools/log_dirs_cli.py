@@ -50,7 +50,7 @@ def format_log_dirs(by_broker: dict[int, list[LogDirDescription]], topics: set[s
 
 def _log_dirs_parser() -> argparse.ArgumentParser:
     p = Parser(prog="krait log-dirs", description="Query log directory usage on the specified brokers "
-                "(like kafka-log-dirs.sh).")
+               "(like kafka-log-dirs.sh).")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="broker(s) to connect to")
     p.add_argument("--describe", action="store_true",
                    help="describe the specified log directories on the specified brokers")
@@ -84,8 +84,6 @@ def _log_dirs_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"Received log directory information from brokers {','.join(map(str, brokers))}", file=out)
         print(format_log_dirs(by_broker, topics), file=out)
     return 0
-
-
 
 
 def main(argv: list[str]) -> int:

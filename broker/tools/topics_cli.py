@@ -60,10 +60,9 @@ def format_topic_description(topic: TopicInfo, configs: dict[str, str | None]) -
     return lines
 
 
-
 def _topics_parser() -> argparse.ArgumentParser:
     p = Parser(prog="krait topics", description="Create, list, describe, alter and delete topics "
-                "(like kafka-topics.sh).")
+               "(like kafka-topics.sh).")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="broker(s) to connect to")
     act = p.add_mutually_exclusive_group(required=True)
     act.add_argument("--create", action="store_true", help="create a topic")
@@ -147,7 +146,7 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             internal = [t.name for t in topics if t.is_internal]
             if internal:
                 raise CommandError(f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked "
-                                 "for deletion.")
+                                   "for deletion.")
             failed = {n: e for n, e in admin.delete_topics([t.name for t in topics]).items() if e is not None}
             for name, exc in failed.items():
                 print(f"Error while executing topic command : {name}: {describe(exc)}", file=err)
@@ -166,8 +165,6 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 admin.incremental_alter_configs(RESOURCE_TOPIC, t.name, configs, args.delete_config)
                 print(f"Completed updating config for topic {t.name}.", file=out)
         return 0
-
-
 
 
 def main(argv: list[str]) -> int:
