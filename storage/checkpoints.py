@@ -8,7 +8,9 @@ Format (Kafka's CheckpointFile with version 0)::
     ...
 
 Writes go to ``<file>.tmp``, are fsynced, then atomically renamed over the old file and
-the directory is fsynced, so a crash leaves either the old or the new file, never half.
+the directory is fsynced, so a crash leaves either the old or the new file, never half
+(:func:`atomic_write`, shared with the partition's ``leader-epoch-checkpoint``, whose
+header is the same version and count lines: :func:`entry_lines`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ __all__ = [
     "CheckpointError",
     "read_checkpoint",
     "write_checkpoint",
+    "entry_lines",
+    "atomic_write",
+    "fsync_file",
     "fsync_dir",
 ]
 
@@ -52,28 +57,34 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def read_checkpoint(path: str) -> dict[TopicPartition, int]:
-    """Parse a checkpoint; a missing file is empty, a malformed one raises CheckpointError."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
+def entry_lines(path: str, text: str, version: int = _VERSION) -> list[str]:
+    """The entry lines of a checkpoint's text after checking its version and count lines
+    (Kafka's CheckpointReadBuffer); raises CheckpointError naming ``path``."""
+    lines = text.splitlines()
     if not lines:
         raise CheckpointError(f"{path}: empty file")
-    if lines[0].strip() != str(_VERSION):
+    if lines[0].strip() != str(version):
         raise CheckpointError(f"{path}: unrecognized version {lines[0]!r}")
     try:
         count = int(lines[1])
     except (IndexError, ValueError):
         raise CheckpointError(f"{path}: line 2 is not an entry count") from None
-    entries = lines[2:]
     # Kafka tolerates no trailing garbage: the count must match the entries exactly.
-    entries = [e for e in entries if e.strip()]
+    entries = [e for e in lines[2:] if e.strip()]
     if len(entries) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+    return entries
+
+
+def read_checkpoint(path: str) -> dict[TopicPartition, int]:
+    """Parse a checkpoint; a missing file is empty, a malformed one raises CheckpointError."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
     out: dict[TopicPartition, int] = {}
-    for n, line in enumerate(entries, start=3):
+    for n, line in enumerate(entry_lines(path, text), start=3):
         parts = line.split(" ")
         if len(parts) != 3:
             raise CheckpointError(f"{path}: line {n} is not 'topic partition offset': {line!r}")
@@ -88,15 +99,34 @@ def write_checkpoint(path: str, entries: Mapping[TopicPartition, int]) -> None:
     """Atomically replace ``path`` with the given entries (tmp + fsync + rename)."""
     lines = [str(_VERSION), str(len(entries))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    data = ("\n".join(lines) + "\n").encode()
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data``: write ``<path>.tmp``, fsync it, rename it over
+    ``path``, fsync the directory. Without ``sync`` the rename is still atomic but
+    nothing is fsynced (the caller makes it durable later: :func:`fsync_file`).
+    Raises OSError."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def fsync_file(path: str) -> None:
+    """fsync a file and its directory (a file written by ``atomic_write(sync=False)``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(os.path.dirname(os.path.abspath(path)))

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "RecordTooLargeError",
     "CorruptIndexError",
+    "UnexpectedAppendOffsetError",
 ]
 
 
@@ -56,3 +57,17 @@ class CorruptIndexError(StorageError):
     """An index file failed its sanity check; callers rebuild it from the log."""
 
     error_code = ErrorCode.kafka_storage_error
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose batches start below the log end offset or whose offsets do
+    not increase (Kafka's UnexpectedAppendOffsetException / OffsetsOutOfOrderException,
+    which are not API errors either). ``first_offset`` and ``last_offset`` are those of
+    the refused batches, so that the fetcher can decide to start over at the leader's."""
+
+    error_code = ErrorCode.unknown_server_error
+
+    def __init__(self, message: str, first_offset: int = -1, last_offset: int = -1) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset

@@ -9,6 +9,9 @@ index entry to its end), so a clean start costs O(segments) stats, not O(bytes).
 crash every segment from the recovery point on is re-read with CRC checks, truncated at
 the first invalid batch, and later segments are dropped. Producer state comes from the
 newest snapshot plus a replay of the batches after it (:func:`rebuild_producer_state`).
+The leader epoch cache keeps only entries inside [log start, log end), and is rebuilt
+from the batches' partitionLeaderEpoch when its file is missing or unreadable
+(:func:`load_leader_epochs`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.records import BatchHeader
+
 from .config import LogConfig
+from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import (
     CLEANED_SUFFIX,
@@ -32,7 +39,7 @@ from .segment import (
     scan_headers,
 )
 
-__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
+__all__ = ["LoadedLog", "load_log", "rebuild_producer_state", "load_leader_epochs"]
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +55,26 @@ class LoadedLog:
 
 
 def load_log(directory: str, config: LogConfig, producer_state: ProducerStateManager, *,
-             recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> LoadedLog:
+             recovery_point: int, log_start_offset: int, clean_shutdown: bool,
+             epoch_cache: LeaderEpochCache | None = None) -> LoadedLog:
     """Open (creating it if needed) the partition directory ``directory``: settle leftover
     files, recover what a crash may have torn when not ``clean_shutdown``, and load
-    ``producer_state``. ``recovery_point`` and ``log_start_offset`` are the checkpointed
-    values."""
+    ``producer_state`` and ``epoch_cache``. ``recovery_point`` and ``log_start_offset``
+    are the checkpointed values."""
     os.makedirs(directory, exist_ok=True)
     _remove_temp_files_and_complete_swaps(directory, config)
     segments = _load_segment_files(directory, config, log_start_offset)
     max_index = config.segment_index_bytes
+    # Like Kafka's segment recovery, batches re-read after a crash teach the epoch cache
+    # their epochs, in case its file lagged (a single broker's is fsynced with the data).
+    on_batch = _epoch_learner(epoch_cache) if epoch_cache is not None and epoch_cache.loaded else None
     if not clean_shutdown:
-        _recover_log(directory, segments, recovery_point, max_index)
+        _recover_log(directory, segments, recovery_point, max_index, on_batch)
     active = segments[-1]
     next_offset, end = active.read_next_offset()
     if end != active.size:
         log.warning("%s: %d bytes after the last whole batch, recovering the segment", active.log_path, active.size - end)
-        active.recover(max_index, start_offset=active.base_offset)
+        active.recover(max_index, on_batch, start_offset=active.base_offset)
         next_offset, _ = active.read_next_offset()
     active.make_active(max_index)
     leo = max(next_offset, active.base_offset)
@@ -71,7 +82,39 @@ def load_log(directory: str, config: LogConfig, producer_state: ProducerStateMan
     # After a crash everything left has just been checked; after a clean shutdown
     # everything was fsynced: either way the whole log is recovered.
     rebuild_producer_state(producer_state, segments, log_start, leo)
+    if epoch_cache is not None:
+        load_leader_epochs(epoch_cache, segments, log_start, leo)
     return LoadedLog(segments, log_start, leo, leo)
+
+
+def _epoch_learner(cache: LeaderEpochCache) -> Callable[[BatchHeader], None]:
+    def learn(h: BatchHeader) -> None:
+        if h.partition_leader_epoch > cache.latest_epoch:
+            cache.assign(h.partition_leader_epoch, h.base_offset)
+    return learn
+
+
+def load_leader_epochs(cache: LeaderEpochCache, segments: list[LogSegment], log_start_offset: int,
+                       log_end_offset: int) -> None:
+    """Settle the epoch cache of a freshly opened log. Its file is written before the
+    batches of a new epoch, so after a crash (or a truncation whose file write was lost)
+    it may name epochs starting at or past the log end: those go, as do entries before
+    the log start (Kafka's LogLoader). A missing or unreadable file is rebuilt from the
+    batch headers (Kafka's recovery does the same per recovered batch): each batch whose
+    partitionLeaderEpoch is above every earlier one starts an entry."""
+    if not cache.loaded:
+        entries: list[tuple[int, int]] = []
+        latest = -1
+        for seg in segments:
+            for _, h in seg.iter_headers():
+                if h.partition_leader_epoch > latest and h.base_offset < log_end_offset:
+                    latest = h.partition_leader_epoch
+                    entries.append((latest, h.base_offset))
+        if entries:
+            log.info("%s: rebuilt the leader epoch cache from the log: %s", cache.path, entries)
+        cache.rebuild(entries)
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
 
 
 def rebuild_producer_state(ps: ProducerStateManager, segments: list[LogSegment], log_start_offset: int,
@@ -159,13 +202,14 @@ def _load_segment_files(directory: str, config: LogConfig, log_start_offset: int
     return segments
 
 
-def _recover_log(directory: str, segments: list[LogSegment], recovery_point: int, max_index: int) -> None:
+def _recover_log(directory: str, segments: list[LogSegment], recovery_point: int, max_index: int,
+                 on_batch: Callable[[BatchHeader], None] | None = None) -> None:
     """Re-check every segment from the one holding ``recovery_point`` on; the first one
     truncated ends the log (the segments after it are deleted, in place)."""
     i = max(bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
     while i < len(segments):
         seg = segments[i]
-        truncated = seg.recover(max_index, start_offset=seg.base_offset)
+        truncated = seg.recover(max_index, on_batch, start_offset=seg.base_offset)
         if truncated > 0 and i + 1 < len(segments):
             log.warning("%s: dropping %d segments after the corrupt one", directory, len(segments) - i - 1)
             for later in segments[i + 1 :]:

@@ -7,6 +7,12 @@ base offsets, then the segment's sparse index, then a short walk over batch head
 Opening the directory (recovery after a crash included) is storage.loader's; checking
 what a producer sent before it is appended is storage.validator's.
 
+The log owns the partition's leader epoch cache (storage.leader_epoch), fed by leader
+appends, follower appends (the leader's batches as they are: storage.follower_append) and
+truncations. The high watermark follows the log end offset, except on a ``replicated``
+log (cluster mode): there it starts at the checkpointed value, only replication moves it
+up (:meth:`PartitionLog.maybe_increment_high_watermark`), truncation lowers it to the LEO.
+
 Every OSError on the write path takes this partition (only) offline: later calls raise
 KafkaStorageError until the log is reopened.
 """
@@ -26,6 +32,8 @@ from protocol.records import BatchHeader, assign_offsets, iter_records
 
 from .config import LogConfig
 from .errors import KafkaStorageError, OffsetOutOfRangeError
+from .follower_append import check_offsets, new_epochs, run_end, whole_batches
+from .leader_epoch import LeaderEpochCache
 from .loader import load_log, rebuild_producer_state
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from .segment import DELETED_SUFFIX, INT32_MAX, LogSegment
@@ -79,7 +87,8 @@ class PartitionLog:
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
                  recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
-                 clock: Callable[[], float] = time.time, topic_id: object = None) -> None:
+                 clock: Callable[[], float] = time.time, topic_id: object = None, replicated: bool = False,
+                 high_watermark: int | None = None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -91,8 +100,13 @@ class PartitionLog:
         self.offline = False
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
+        #: "topic-partition", as Kafka names a partition in messages (built once, not per append)
+        self.name = f"{topic}-{partition}"
+        # a single broker's epoch file is fsynced with its data (flush), not on each change
+        self.epoch_cache = LeaderEpochCache(directory, self.name, sync=replicated)
         loaded = load_log(directory, config, self.producer_state, recovery_point=recovery_point,
-                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown)
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                          epoch_cache=self.epoch_cache)
         self.segments = loaded.segments
         # segment.ms counts from now while the active segment holds no timestamp
         self.segments[-1].created_ms = self._now_ms()
@@ -100,9 +114,11 @@ class PartitionLog:
         self.recovery_point = loaded.recovery_point
         self._log_start = loaded.log_start_offset
         self._leo = loaded.log_end_offset
-        self._hw = self._leo  # single replica: everything in the log is committed
-        #: "topic-partition", as Kafka names a partition in messages (built once, not per append)
-        self.name = f"{topic}-{partition}"
+        self._replicated = replicated
+        if replicated and high_watermark is not None:
+            self._hw = max(self._log_start, min(high_watermark, self._leo))
+        else:
+            self._hw = self._leo  # single replica: everything in the log is committed
 
     # --- properties ----------------------------------------------------------------
 
@@ -128,10 +144,36 @@ class PartitionLog:
     def high_watermark(self) -> int:
         return self._hw
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the high watermark is kept apart from the log end offset."""
+        return self._replicated
+
     def update_high_watermark(self, offset: int) -> int:
-        """Set the HW (clamped to [log start, LEO]); replication will drive this later."""
+        """Set the HW, clamped to [log start, LEO] (Kafka's updateHighWatermark: a
+        follower takes the leader's this way, and it may go down)."""
         self._hw = max(self._log_start, min(offset, self._leo))
         return self._hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Move the HW up to ``offset`` if higher (the leader, from its followers' LEOs);
+        returns whether it moved. Beyond the LEO is a caller's bug (Kafka): ValueError."""
+        if offset > self._leo:
+            raise ValueError(f"high watermark {offset} of {self.name} would exceed the log end offset {self._leo}")
+        if offset > self._hw:
+            self._hw = offset
+            return True
+        return False
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch in the epoch cache, -1 when there is none."""
+        return self.epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch (Kafka's endOffsetFor with the
+        LEO); (-1, -1) when undefined."""
+        return self.epoch_cache.end_offset_for(epoch, self._leo)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -163,8 +205,9 @@ class PartitionLog:
 
     def append(self, buf: bytearray, headers: list[BatchHeader], *, leader_epoch: int = 0,
                log_append_time_ms: int | None = None) -> AppendResult:
-        """Assign offsets to batches in ``buf`` and write them with one pwrite. The batches
-        must have passed :func:`storage.validator.validate_for_append` (sizes included)."""
+        """Assign offsets to batches in ``buf``, stamp ``leader_epoch`` into them and write
+        them with one pwrite. The batches must have passed
+        :func:`storage.validator.validate_for_append` (sizes included)."""
         self._check_online()
         if not headers:
             raise ValueError("append needs at least one batch")
@@ -177,6 +220,9 @@ class PartitionLog:
         if cfg.log_append_time:
             lat = log_append_time_ms if log_append_time_ms is not None else self._now_ms()
         try:
+            if leader_epoch > self.epoch_cache.latest_epoch:
+                # a new epoch goes on disk before its first batch (else: one comparison)
+                self.epoch_cache.assign(leader_epoch, base)
             next_offset = assign_offsets(buf, headers, base, leader_epoch=leader_epoch, log_append_time=lat)
             max_ts = lat if lat is not None else max(h.max_timestamp for h in headers)
             seg = self._maybe_roll(len(buf), max_ts, next_offset - 1, len(headers))
@@ -184,18 +230,56 @@ class PartitionLog:
         except OSError as e:
             raise self._fail(e) from e
         self._leo = next_offset
-        self._hw = next_offset
+        if not self._replicated:
+            self._hw = next_offset
         self.producer_state.apply(pending, next_offset)
         self._unflushed_messages += sum(h.record_count for h in headers)
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
         return AppendResult(base, next_offset - 1, lat if lat is not None else -1, self._log_start)
 
-    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, n_batches: int) -> LogSegment:
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> AppendResult | None:
+        """Store the leader's whole batches byte for byte (None if there is none): raises
+        CorruptRecordError, or UnexpectedAppendOffsetError for offsets below the LEO or
+        going back. Producer state is updated unvalidated (Kafka's REPLICATION origin)."""
+        self._check_online()
+        headers = whole_batches(buf)
+        if not headers:
+            return None
+        check_offsets(headers, self._leo, self.name)
+        view = memoryview(buf)
+        now = self._now_ms()
+        i = pos = 0
+        try:
+            epochs = new_epochs(headers, self.epoch_cache.latest_epoch)
+            if epochs:
+                self.epoch_cache.assign_many(epochs)
+            while i < len(headers):
+                h = headers[i]
+                seg = self._maybe_roll(h.size, h.max_timestamp, h.last_offset, 1, h.base_offset)
+                j, n_bytes = run_end(seg, self._config, headers, i, now)
+                run = headers[i:j]
+                seg.append(view[pos : pos + n_bytes], run, h.base_offset)
+                self._leo = run[-1].next_offset
+                for rh in run:
+                    self.producer_state.replay(rh)
+                i, pos = j, pos + n_bytes
+        except OSError as e:
+            raise self._fail(e) from e
+        if not self._replicated:
+            self._hw = self._leo
+        self._unflushed_messages += sum(h.record_count for h in headers)
+        if self._unflushed_messages >= self._config.flush_messages:
+            self.flush()
+        return AppendResult(headers[0].base_offset, headers[-1].last_offset, -1, self._log_start)
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, n_batches: int,
+                    first_offset: int | None = None) -> LogSegment:
         seg = self.segments[-1]
         cfg = self._config
         if seg.size == 0:
-            return seg
+            # (a follower's first batch may lie beyond an empty segment's offset range)
+            return seg if last_offset - seg.base_offset <= INT32_MAX else self.roll(first_offset)
         roll = seg.size > cfg.segment_bytes - size
         if not roll:
             first_ts = seg.rolling_based_timestamp()
@@ -205,13 +289,14 @@ class PartitionLog:
             or seg.time_index.entries + n_batches > seg.time_index.max_entries - 1 \
             or last_offset - seg.base_offset > INT32_MAX
         if roll:
-            return self.roll()
+            return self.roll(first_offset)
         return seg
 
-    def roll(self) -> LogSegment:
-        """Close the active segment and start a new one at the log end offset."""
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at the log end offset, or at
+        ``base_offset`` if higher (a follower's next batch after an offset gap)."""
         old = self.segments[-1]
-        new_base = self._leo
+        new_base = self._leo if base_offset is None else max(base_offset, self._leo)
         if old.size == 0 and old.base_offset == new_base:
             return old
         old.on_become_inactive()
@@ -295,6 +380,7 @@ class PartitionLog:
             i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
             for seg in self.segments[i:]:
                 seg.flush()
+            self.epoch_cache.flush()
         except OSError as e:
             raise self._fail(e) from e
         self.recovery_point = self._leo
@@ -311,6 +397,7 @@ class PartitionLog:
             i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
             for seg in self.segments[i:-1]:
                 seg.flush()
+            self.epoch_cache.flush()
         except OSError as e:
             raise self._fail(e) from e
         self.recovery_point = active_base
@@ -369,7 +456,14 @@ class PartitionLog:
             raise self._fail(e) from e
         self._log_start = max(self._log_start, self.segments[0].base_offset)
         self.producer_state.delete_snapshots_below(self._log_start)
+        self._trim_epochs(self.epoch_cache.truncate_from_start, self._log_start)
         return len(victims)
+
+    def _trim_epochs(self, trim: Callable[[int], bool], offset: int) -> None:
+        try:
+            trim(offset)
+        except OSError as e:
+            raise self._fail(e) from e
 
     def _remove_segments(self, victims: list[LogSegment]) -> None:
         """Rename to .deleted now, remove after file.delete.delay.ms (open fds stay valid)."""
@@ -403,15 +497,20 @@ class PartitionLog:
                 f"cannot move the log start offset of {self.topic}-{self.partition} to {offset}: high watermark is {self._hw}")
         if offset > self._log_start:
             self._log_start = offset
+            self._trim_epochs(self.epoch_cache.truncate_from_start, self._log_start)
             self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start)
         return self._log_start
 
     # --- truncation ----------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
-        """Remove all records at and above ``offset`` (follower truncation, tests)."""
+        """Remove all records at and above ``offset`` (follower truncation), and the
+        epochs starting there."""
         self._check_online()
         if offset >= self._leo:
+            # Kafka trims the cache anyway: an epoch this broker started as leader
+            # without writing anything in it may sit at the log end.
+            self._trim_epochs(self.epoch_cache.truncate_from_end, self._leo)
             return
         if offset < 0:
             raise ValueError("cannot truncate to a negative offset")
@@ -430,6 +529,7 @@ class PartitionLog:
                 seg.make_active(self._config.segment_index_bytes)
             next_offset, _ = seg.read_next_offset()
             self._leo = max(next_offset, seg.base_offset)
+            self.epoch_cache.truncate_from_end(self._leo)
         except OSError as e:
             raise self._fail(e) from e
         self._hw = min(self._hw, self._leo)
@@ -439,6 +539,7 @@ class PartitionLog:
         rebuild_producer_state(self.producer_state, self.segments, self._log_start, self._leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and start the log empty at ``offset`` (the epoch cache too)."""
         for s in self.segments:
             s.delete()
         for _, s in self._pending_deletes:
@@ -455,6 +556,10 @@ class PartitionLog:
         self._leo = self._hw = self._log_start = self.recovery_point = offset
         self.producer_state.producers = {}
         self.producer_state.map_end_offset = offset
+        try:
+            self.epoch_cache.clear()  # after the segments, as Kafka does
+        except OSError as e:
+            raise self._fail(e) from e
 
     # --- lifecycle -----------------------------------------------------------------
 

@@ -18,6 +18,11 @@ The broker drives the timers (all synchronous, bounded work):
 * :meth:`checkpoint` every ``log.flush.offset.checkpoint.interval.ms`` (Kafka: 60 s)
 * :meth:`run_cleaner` every few seconds when ``log.cleaner.enable`` (one partition per call)
 * :meth:`shutdown` once, at exit.
+
+A ``replicated`` manager (cluster mode) opens every log with its high watermark kept
+apart from its log end offset, starting from ``replication-offset-checkpoint`` (Kafka's
+highWatermarkCheckpoints; a partition missing from it starts at its log start, as in
+Kafka, so nothing uncommitted becomes readable after a restart).
 """
 
 from __future__ import annotations
@@ -94,13 +99,15 @@ class LogManager:
     """Owns all PartitionLogs. Not thread-safe; call from one thread (the event loop)."""
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Callable[[], float] = time.time,
-                 *, producer_id_expiration_ms: int = 86400000) -> None:
+                 *, producer_id_expiration_ms: int = 86400000, replicated: bool = False) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self.clock = clock
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        #: whether logs keep their high watermark apart from the log end (cluster mode)
+        self.replicated = replicated
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._topic_configs: dict[str, LogConfig] = {}
@@ -132,6 +139,7 @@ class LogManager:
             self.had_clean_shutdown[log_dir] = clean
             recovery = self._read_ck(log_dir, ck.RECOVERY_POINT)
             starts = self._read_ck(log_dir, ck.LOG_START_OFFSET)
+            hws = self._read_ck(log_dir, ck.REPLICATION_OFFSET) if self.replicated else {}
             self._cleaner_offsets.update(self._read_ck(log_dir, ck.CLEANER_OFFSET))
             names = sorted(os.listdir(log_dir))
             dirs = []
@@ -155,7 +163,8 @@ class LogManager:
                 cfg = self._topic_configs.get(tp[0], self.default_config)
                 self._logs[tp] = PartitionLog(
                     path, tp[0], tp[1], cfg, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
-                    clean_shutdown=clean, clock=self.clock, topic_id=read_partition_metadata(path))
+                    clean_shutdown=clean, clock=self.clock, topic_id=read_partition_metadata(path),
+                    replicated=self.replicated, high_watermark=hws.get(tp, 0))
                 self._dir_of[tp] = log_dir
                 now = time.monotonic()
                 if now - last >= _PROGRESS_EVERY_S:
@@ -220,7 +229,8 @@ class LogManager:
         os.makedirs(path, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(path, topic_id)
-        plog = PartitionLog(path, topic, partition, cfg, clock=self.clock, topic_id=topic_id)
+        plog = PartitionLog(path, topic, partition, cfg, clock=self.clock, topic_id=topic_id,
+                            replicated=self.replicated)
         ck.fsync_dir(log_dir)
         self._logs[tp] = plog
         self._dir_of[tp] = log_dir
@@ -365,7 +375,8 @@ class LogManager:
             # flushed and closed just before, like a clean shutdown
             return PartitionLog(directory, old.topic, old.partition, old.config, recovery_point=old.log_end_offset,
                                 log_start_offset=old.log_start_offset, clean_shutdown=True, clock=self.clock,
-                                topic_id=old.topic_id)
+                                topic_id=old.topic_id, replicated=self.replicated,
+                                high_watermark=old.high_watermark)
         except (OSError, StorageError) as e:
             log.critical("cannot reopen %s: %s; %s-%d is offline until a restart", directory, e, old.topic,
                          old.partition)
