@@ -18,10 +18,10 @@ from typing import Any
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
-from protocol.errors import UnsupportedVersionError
+from protocol.errors import ErrorCode, UnsupportedVersionError
 from storage.manager import LogManager
 
-from .cluster.membership import ZkMembership
+from .cluster.node import ClusterNode
 from .config import BrokerConfig, new_cluster_id
 from .config_admin import ConfigAdmin
 from .group_driver import CoordinatorDriver
@@ -30,7 +30,7 @@ from .handlers.api_versions import unsupported_version_response
 from .handlers.produce import legacy_produce_response
 from .log_dirs import LogDirs
 from .producer_ids import ProducerIdManager
-from .replica_manager import ReplicaManager
+from .replica_manager import LEADER_EPOCH, ReplicaManager
 from .server import start_listeners
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
@@ -54,8 +54,10 @@ class Broker:
         self.topics: TopicAdmin | None = None
         self.configs: ConfigAdmin | None = None
         self.log_dirs_admin: LogDirs | None = None
-        #: cluster mode (zookeeper.connect): registration and controller election
-        self.cluster: ZkMembership | None = None
+        #: cluster mode (zookeeper.connect): membership, metadata, replication, controller
+        self.cluster: ClusterNode | None = None
+        #: cluster mode: the leader's side of replication (followers' fetches, the ISR)
+        self.replication = None
         self.groups: CoordinatorDriver | None = None  # the group coordinator's driver, set at start()
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
@@ -74,14 +76,18 @@ class Broker:
         if self.registry.cluster_id is None and not self.config["zookeeper.connect"]:
             self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
             self.registry.save()
+        replicated = bool(self.config["zookeeper.connect"])
         self.logs = LogManager(self.log_dirs, base_log_config(self.config.topic_defaults(), self.registry),
-                               producer_id_expiration_ms=self.effective_config()["producer.id.expiration.ms"])
-        self.replicas = ReplicaManager(self.logs)
+                               producer_id_expiration_ms=self.effective_config()["producer.id.expiration.ms"],
+                               replicated=replicated)
+        self.replicas = ReplicaManager(self.logs, self.node_id, replicated=replicated)
         self.topics = TopicAdmin(self.config, self.registry, self.logs, self.replicas)
         self.configs = ConfigAdmin(self.config, self.registry, self.topics, self.logs, self.node_id)
         self.log_dirs_admin = LogDirs(self.logs, self.registry)
         self.logs.load({info.name: self.topics.topic_log_config(info) for info in self.registry.topics.values()})
-        self.topics.ensure_partitions_exist()
+        if not replicated:
+            # in cluster mode ZooKeeper says which replicas this broker holds (at start())
+            self.topics.ensure_partitions_exist()
         log.info("loaded %d topics, %d partitions in %.3fs", len(self.registry.topics),
                  len(self.logs.partitions()), time.monotonic() - t0)
 
@@ -90,6 +96,8 @@ class Broker:
         if self.config["zookeeper.connect"]:
             self._join_cluster()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics)
+        if self.cluster is not None:
+            self.cluster.listeners.append(self.groups.follow_leadership)
         self._servers = await start_listeners(self)
         self._timers = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"] / 1000, self.logs.run_retention)),
@@ -99,6 +107,10 @@ class Broker:
             asyncio.ensure_future(self._every(lambda: min(15.0, self.effective_config()["log.cleaner.backoff.ms"] / 1000),
                                               self._clean)),
         ]
+        if self.replication is not None:
+            # Kafka checks for lagging followers every replica.lag.time.max.ms / 2
+            self._timers.append(asyncio.ensure_future(
+                self._every(self.config["replica.lag.time.max.ms"] / 2000, self.replication.shrink_isrs)))
         log.info("Krait %s started: node.id=%d listeners=%s advertised=%s log.dirs=%s cluster.id=%s", VERSION,
                  self.node_id, ",".join(map(str, self.config.listeners)),
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),
@@ -106,10 +118,11 @@ class Broker:
 
     def _join_cluster(self) -> None:
         cfg = self.config
-        session_ms = cfg["zookeeper.session.timeout.ms"]
-        self.cluster = ZkMembership(cfg["zookeeper.connect"], self.node_id, cfg.advertised_listeners,
-                                    session_timeout_ms=session_ms,
-                                    connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"] or session_ms)
+        self.cluster = ClusterNode(cfg, self.registry, self.replicas, self._open_replica_log,
+                                   self.logs.delete_topic, self._apply_topic_config)
+        self.replication = self.cluster.replication
+        self.topics.cluster = self.cluster
+        self.producer_ids.allocate_block = self.cluster.allocate_producer_ids
         try:
             cluster_id = self.cluster.start(self.registry.cluster_id, cfg["cluster.id"] or new_cluster_id())
         except BaseException:
@@ -120,28 +133,66 @@ class Broker:
             self.registry.cluster_id = cluster_id
             self.registry.save()
 
+    def _open_replica_log(self, info, partition: int):
+        """Cluster mode: the local log of a replica ZooKeeper assigns here (created empty)."""
+        plog = self.logs.get(info.name, partition)
+        if plog is None:
+            plog = self.logs.create(info.name, partition, self.topics.topic_log_config(info), info.topic_id)
+        return plog
+
+    def _apply_topic_config(self, info) -> None:
+        try:
+            self.logs.update_config(info.name, self.topics.topic_log_config(info))
+        except ValueError as exc:
+            log.error("topic %s has an invalid config in ZooKeeper, keeping the old one: %s", info.name, exc)
+
     def live_brokers(self) -> list[tuple[int, str, int]]:
         """(id, host, port) of every live broker: this one alone in single-node mode."""
         if self.cluster is None:
             lst = self.config.advertised_listeners[0]
             return [(self.node_id, lst.host, lst.port)]
-        return [(bid, host, port) for bid, (host, port) in self.cluster.brokers.items()]
+        return [(bid, host, port) for bid, (host, port) in self.cluster.membership.brokers.items()]
 
-    def cluster_version(self) -> int:
-        """Changes whenever live brokers or the controller change (Metadata's cache key)."""
-        return 0 if self.cluster is None else self.cluster.version
+    def cluster_version(self) -> tuple[int, int]:
+        """Changes whenever brokers, the controller or partition states change (Metadata's
+        cache key)."""
+        if self.cluster is None:
+            return (0, 0)
+        return (self.cluster.membership.version, self.cluster.version)
+
+    def cluster_states(self) -> dict:
+        """Cluster mode: every partition's state (leader, epoch, ISR) from ZooKeeper."""
+        return self.cluster.states() if self.cluster is not None else {}
+
+    def partition_metadata(self, topic: str, partition: int) -> tuple[int, int, int, tuple, tuple, tuple]:
+        """(error, leader, leader epoch, replicas, ISR, offline replicas) of one partition,
+        as Metadata and DescribeTopicPartitions report it."""
+        if self.cluster is None:
+            node = (self.node_id,)
+            return ErrorCode.none, self.node_id, LEADER_EPOCH, node, node, ()
+        meta = self.cluster.metadata.topics.get(topic) if self.cluster.metadata is not None else None
+        replicas = tuple(meta.assignment.get(partition, ())) if meta is not None else ()
+        state = self.cluster.states().get((topic, partition))
+        live = self.cluster.membership.brokers
+        offline = tuple(r for r in replicas if r not in live)
+        if state is None or state.leader < 0 or state.leader not in live:
+            return (ErrorCode.leader_not_available, -1, state.leader_epoch if state else -1, replicas,
+                    tuple(state.isr) if state else (), offline)
+        return ErrorCode.none, state.leader, state.leader_epoch, replicas, tuple(state.isr), offline
 
     def controller_id(self) -> int:
         """The cluster's controller (this broker in single-node mode); -1 when none is elected."""
         if self.cluster is None:
             return self.node_id
-        cid = self.cluster.controller_id
+        cid = self.cluster.membership.controller_id
         return -1 if cid is None else cid
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish, flush, checkpoint, mark clean."""
         self.stopping = True
         if self.cluster is not None:
+            if self.config["controlled.shutdown.enable"]:
+                await self.cluster.controlled_shutdown(grace)
             self.cluster.stop()  # the registration (and the controller role) go at once
         if self.log_dirs_admin is not None:
             self.log_dirs_admin.stopping = True

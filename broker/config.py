@@ -97,6 +97,7 @@ BROKER_KEYS: dict[str, tuple] = {
     "offsets.retention.minutes": (_int, "10080"),
     "offsets.retention.check.interval.ms": (_int, "600000"),
     "offset.metadata.max.bytes": (_int, "4096"),
+    "offsets.commit.timeout.ms": (_int, "5000"),
     "group.min.session.timeout.ms": (_int, "6000"),
     "group.max.session.timeout.ms": (_int, "1800000"),
     "group.initial.rebalance.delay.ms": (_int, "3000"),
@@ -108,6 +109,16 @@ BROKER_KEYS: dict[str, tuple] = {
     "zookeeper.connect": (_str, None),
     "zookeeper.session.timeout.ms": (_int, "18000"),
     "zookeeper.connection.timeout.ms": (_int, None),
+    # replication (cluster mode)
+    "replica.lag.time.max.ms": (_int, "30000"),
+    "replica.fetch.max.bytes": (_int, "1048576"),
+    "replica.fetch.response.max.bytes": (_int, "10485760"),
+    "replica.fetch.wait.max.ms": (_int, "500"),
+    "replica.fetch.backoff.ms": (_int, "1000"),
+    "num.replica.fetchers": (_int, "1"),
+    "controlled.shutdown.enable": (_bool, "true"),
+    "auto.leader.rebalance.enable": (_bool, "true"),
+    "leader.imbalance.check.interval.seconds": (_int, "300"),
 }
 
 # Keys a Kafka server.properties commonly carries that mean nothing to a single
@@ -118,7 +129,7 @@ IGNORED_KEYS = {
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "log.cleaner.threads", "num.replica.fetchers",
+    "share.coordinator.state.topic.min.isr", "log.cleaner.threads",
     "group.coordinator.rebalance.protocols",
 }
 
@@ -181,6 +192,10 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "transaction.state.log.min.isr": "INT", "share.coordinator.state.topic.replication.factor": "SHORT",
     "share.coordinator.state.topic.min.isr": "SHORT", "zookeeper.connect": "STRING",
     "zookeeper.connection.timeout.ms": "INT", "zookeeper.session.timeout.ms": "INT", "group.coordinator.rebalance.protocols": "LIST",
+    "replica.lag.time.max.ms": "LONG", "replica.fetch.max.bytes": "INT", "replica.fetch.response.max.bytes": "INT",
+    "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
+    "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
+    "leader.imbalance.check.interval.seconds": "LONG", "offsets.commit.timeout.ms": "INT",
 }
 
 _SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (

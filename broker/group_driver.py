@@ -1,6 +1,12 @@
 """Drives the pure GroupCoordinator from the event loop: persists its records into
 ``__consumer_offsets``, replays that topic at start-up, runs its timers, and turns its
 ``respond`` callbacks into values or awaitables for the connection.
+
+In cluster mode the coordinator of a group is the leader of its ``__consumer_offsets``
+partition: the driver loads a partition's groups when this broker becomes its leader and
+drops them when leadership moves (:meth:`CoordinatorDriver.follow_leadership`), and a
+response that wrote records waits until the ISR has them (Kafka appends group records
+with acks=all), so a commit that was answered survives the loss of this broker.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Any
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from protocol.errors import ProtocolError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import build_batch, iter_headers, iter_records
 
 from .config import BrokerConfig
@@ -41,8 +47,13 @@ class CoordinatorDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._stopped = False
+        #: cluster mode: (partition, next offset, epoch) of appends made by the current call
+        self._appended: list[tuple[tuple[str, int], int, int]] = []
         topics.internal_topic_creators[OFFSETS_TOPIC] = self.ensure_topic
-        if registry.get(OFFSETS_TOPIC) is not None:
+        if replicas.replicated:
+            self.coordinator.serve_only(())  # none until this broker leads a partition
+            self.follow_leadership()
+        elif registry.get(OFFSETS_TOPIC) is not None:
             self._load()
 
     # --- the __consumer_offsets topic -----------------------------------------------------------
@@ -56,11 +67,16 @@ class CoordinatorDriver:
         if self.registry.get(OFFSETS_TOPIC) is not None:
             return
         cfg = self.broker_config
+        # as Kafka: offsets.topic.replication.factor, but never more than the live brokers
+        rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.topics.live_brokers())))
         self.topics.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
             "cleanup.policy": "compact",
             "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
             "compression.type": "producer",
-        })
+        }, replication_factor=rf)
+        if self.replicas.replicated:
+            self.follow_leadership()
+            return
         partitions = range(self.config.offsets_topic_num_partitions)
         self.coordinator.start_loading(partitions)
         for p in partitions:
@@ -82,10 +98,35 @@ class CoordinatorDriver:
         log.info("loaded %d groups from %d %s records in %.3fs", len(self.coordinator.groups()), total,
                  OFFSETS_TOPIC, time.monotonic() - t0)
 
+    def follow_leadership(self) -> None:
+        """Cluster mode, after every metadata change: serve the groups of exactly the
+        __consumer_offsets partitions this broker leads, loading them from its replica."""
+        led = {tp[1] for tp, part in self.replicas.partitions.items() if tp[0] == OFFSETS_TOPIC and part.is_leader}
+        served = self.coordinator.served_partitions() or set()
+        for p in sorted(served - led):
+            n = self.coordinator.unload_partition(p)
+            log.info("%s-%d moved away: unloaded %d groups", OFFSETS_TOPIC, p, n)
+        for p in sorted(led - served):
+            plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
+            self.coordinator.start_loading([p])
+            self.coordinator.serve_only([p])
+            # the new leader's log is the truth now: load all of it, up to its end
+            records = list(self._read_partition(plog, plog.log_end_offset)) if plog is not None else []
+            self.coordinator.load_partition(p, records)
+            self.coordinator.finished_loading(p)
+            log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
+        self.reschedule_soon()
+
+    def reschedule_soon(self) -> None:
+        try:
+            self.reschedule()
+        except RuntimeError:
+            pass  # no running loop (tools opening storage): nothing to schedule
+
     @staticmethod
-    def _read_partition(plog):
+    def _read_partition(plog, end: int | None = None):
         offset = plog.log_start_offset
-        end = plog.high_watermark
+        end = plog.high_watermark if end is None else end
         while offset < end:
             region = plog.read(offset, 8 << 20, max_offset=end)
             if region is None or region.length == 0:
@@ -111,7 +152,10 @@ class CoordinatorDriver:
     def append(self, partition: int, records: list) -> None:
         # A KafkaError raised here carries the error code the coordinator maps for clients.
         batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
-        self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
+        res = self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
+        if self.replicas.replicated:
+            self._appended.append(((OFFSETS_TOPIC, partition), res.last_offset + 1,
+                                   self.replicas.leader_epoch_of(OFFSETS_TOPIC, partition)))
 
     # --- calling the coordinator ------------------------------------------------------------
     def call(self, op, req, **kwargs):
@@ -123,11 +167,23 @@ class CoordinatorDriver:
             if not fut.done():
                 fut.set_result(resp)
 
+        self._appended = []
         op(req, respond, **kwargs)
+        appended, self._appended = self._appended, []
         self.reschedule()
+        if appended:
+            return self._after_replication(fut, appended)
         if fut.done():
             return fut.result()
         return fut
+
+    async def _after_replication(self, fut, appended):
+        """Answer once the ISR holds what this call wrote (as Kafka's acks=all group appends)."""
+        codes = await self.replicas.wait_for_high_watermark(appended, self.broker_config["offsets.commit.timeout.ms"] / 1000)
+        bad = {tp: c for tp, c in codes.items() if c != ErrorCode.none}
+        if bad:
+            log.warning("group records not replicated: %s", {f"{t}-{p}": c.name for (t, p), c in bad.items()})
+        return await fut
 
     def reschedule(self) -> None:
         if self._stopped:

@@ -7,14 +7,18 @@ reading for Fetch (offset and size limits to a byte region, up to the high water
 parking fetches that want more data (the purgatory) and waking them on append, and the
 offset lookups of ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeProducers.
 
-Today every partition has one replica, this broker, leading at epoch 0, so the high
-watermark is the log end offset. Replication adds here: ``append_as_follower`` (the
-leader's bytes, as they are), follower fetch states that move the high watermark, and
-acks=all produces parked until the ISR has the records.
+In single-node mode every partition has one replica, this broker, leading at epoch 0,
+so the high watermark is the log end offset. In cluster mode (``replicated``) each local
+replica is a :class:`~broker.partition.Partition` that leads or follows at the epoch
+ZooKeeper gives it (:mod:`broker.replication` applies that state and answers followers'
+fetches); here the leader's appends are stamped with its epoch, refused below
+``min.insync.replicas`` for acks=all, and acks=all answers wait until the high
+watermark passes the records (:meth:`ReplicaManager.wait_for_high_watermark`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,6 +28,7 @@ from storage.manager import LogManager
 from storage.producer_state import ProducerStateEntry
 from storage.validator import validate_for_append
 
+from .partition import Partition
 from .purgatory import Purgatory
 from .topics import INTERNAL_TOPICS
 
@@ -47,50 +52,136 @@ class PartitionRead:
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, broker_id: int = 0, *, replicated: bool = False) -> None:
         self.logs = logs
+        self.broker_id = broker_id
+        #: cluster mode: partitions lead or follow at ZooKeeper's epochs
+        self.replicated = replicated
+        #: cluster mode: this broker's replicas, leading or following
+        self.partitions: dict[TopicPartition, Partition] = {}
+        #: parks fetches until an append and acks=all produces until the HW moves
         self.purgatory = Purgatory()
 
     # --- lookup -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionLog:
-        """The local replica this broker leads, or UNKNOWN_TOPIC_OR_PARTITION."""
+        """The local replica this broker leads: UNKNOWN_TOPIC_OR_PARTITION without one,
+        NOT_LEADER_OR_FOLLOWER (cluster mode) when another broker leads it."""
         plog = self.logs.get(topic, partition)
         if plog is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if self.replicated:
+            part = self.partitions.get((topic, partition))
+            if part is None or not part.is_leader:
+                raise KafkaError(ErrorCode.not_leader_or_follower)
         return plog
 
-    @staticmethod
-    def check_leader_epoch(current_leader_epoch: int) -> None:
-        """A client that knows a newer epoch than ours is ahead of this broker's metadata."""
-        if current_leader_epoch > LEADER_EPOCH:
+    def leader(self, topic: str, partition: int) -> Partition:
+        """Cluster mode: the Partition this broker leads (errors as :meth:`partition`)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition if self.logs.get(topic, partition) is None
+                             else ErrorCode.not_leader_or_follower)
+        if not part.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        return part
+
+    def leader_epoch_of(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch as this broker knows it."""
+        if not self.replicated:
+            return LEADER_EPOCH
+        part = self.partitions.get((topic, partition))
+        return part.leader_epoch if part is not None else NO_LEADER_EPOCH
+
+    def check_leader_epoch(self, current_leader_epoch: int, topic: str | None = None, partition: int = 0) -> None:
+        """KIP-320: a client that knows a newer epoch than ours is ahead of this broker's
+        metadata (UNKNOWN_LEADER_EPOCH, retried); an older one is stale (FENCED_LEADER_EPOCH)."""
+        if current_leader_epoch < 0:
+            return
+        epoch = LEADER_EPOCH if topic is None or not self.replicated else self.leader_epoch_of(topic, partition)
+        if current_leader_epoch > epoch:
             raise KafkaError(ErrorCode.unknown_leader_epoch)
+        if current_leader_epoch < epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch)
 
     # --- append -----------------------------------------------------------------------------
     def append_records(self, topic: str, partition: int, records: bytes | bytearray | memoryview | None,
-                       now_ms: int, *, internal_ok: bool = False) -> AppendResult:
+                       now_ms: int, *, internal_ok: bool = False, acks: int = 1) -> AppendResult:
         """Append a producer's batches as the partition's leader: validate (storage's
         LogValidator), assign offsets, write, wake fetches parked on the partition."""
         if topic in INTERNAL_TOPICS and not internal_ok:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
-        plog = self.partition(topic, partition)
         if records is None:
             raise KafkaError(ErrorCode.corrupt_message, "null records")
+        part = None
+        if self.replicated:
+            part = self.leader(topic, partition)
+            plog = part.log
+            min_isr = plog.config.min_insync_replicas
+            if acks == -1 and len(part.isr) < min_isr:
+                raise KafkaError(ErrorCode.not_enough_replicas,
+                                 f"The size of the current ISR {sorted(part.isr)} is insufficient to satisfy the "
+                                 f"min.isr requirement of {min_isr} for partition {plog.name}")
+            epoch = part.leader_epoch
+        else:
+            plog = self.partition(topic, partition)
+            epoch = LEADER_EPOCH
         cfg = plog.config
         valid = validate_for_append(records, cfg, now_ms, topic_partition=plog.name,
                                     log_start_offset=plog.log_start_offset)
-        result = plog.append(valid.buffer, valid.headers, leader_epoch=LEADER_EPOCH,
+        result = plog.append(valid.buffer, valid.headers, leader_epoch=epoch,
                              log_append_time_ms=now_ms if cfg.log_append_time else None)
         if not result.duplicate:
+            if part is not None:
+                part.maybe_increment_high_watermark()  # an ISR of one commits at once
             self.purgatory.notify((topic, partition))
         return result
 
+    def replicated_to(self, topic: str, partition: int, required_offset: int, epoch: int) -> ErrorCode | None:
+        """Kafka's checkEnoughReplicasReachOffset for an acks=all append: None while the
+        high watermark is below ``required_offset``, else the answer's error code."""
+        part = self.partitions.get((topic, partition))
+        if part is None or not part.is_leader or part.leader_epoch != epoch:
+            return ErrorCode.not_leader_or_follower
+        if part.log.high_watermark < required_offset:
+            return None
+        if len(part.isr) < part.log.config.min_insync_replicas:
+            return ErrorCode.not_enough_replicas_after_append
+        return ErrorCode.none
+
+    async def wait_for_high_watermark(self, waits: list[tuple[TopicPartition, int, int]], timeout: float
+                                      ) -> dict[TopicPartition, ErrorCode]:
+        """acks=all: park until the high watermark of each (partition, required offset,
+        epoch) passes its offset, leadership moves, or ``timeout`` (REQUEST_TIMED_OUT)."""
+        deadline = time.monotonic() + timeout
+        out: dict[TopicPartition, ErrorCode] = {}
+        pending = list(waits)
+        while True:
+            still = []
+            for tp, required, epoch in pending:
+                code = self.replicated_to(tp[0], tp[1], required, epoch)
+                if code is None:
+                    still.append((tp, required, epoch))
+                else:
+                    out[tp] = code
+            pending = still
+            left = deadline - time.monotonic()
+            if not pending or left <= 0:
+                break
+            await self.purgatory.wait([tp for tp, _, _ in pending], left)
+        for tp, _, _ in pending:
+            out[tp] = ErrorCode.request_timed_out
+        return out
+
     # --- read -------------------------------------------------------------------------------
-    def read(self, plog: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_batch: bool) -> PartitionRead:
-        """Whole batches from ``fetch_offset`` up to the high watermark, at most
-        ``max_bytes`` unless ``min_one_batch`` (the first partition of a response always
-        gets one whole batch, so a batch larger than the limits still makes progress)."""
+    def read(self, plog: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_batch: bool,
+             to_log_end: bool = False) -> PartitionRead:
+        """Whole batches from ``fetch_offset`` up to the high watermark (``to_log_end``: up
+        to the log end, for followers), at most ``max_bytes`` unless ``min_one_batch`` (the
+        first partition of a response always gets one whole batch, so a batch larger than
+        the limits still makes progress)."""
         hw = plog.high_watermark
-        region = plog.read(fetch_offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+        region = plog.read(fetch_offset, max_bytes, max_offset=None if to_log_end else hw,
+                           min_one_batch=min_one_batch)
         data = region.read() if region is not None and region.length > 0 else b""
         return PartitionRead(hw, hw, plog.log_start_offset, data)
 
@@ -113,15 +204,18 @@ class ReplicaManager:
         storage the whole log is local: earliest-local is the log start and latest-tiered
         finds nothing, as in Kafka."""
         plog = self.partition(topic, partition)
-        self.check_leader_epoch(current_leader_epoch)
+        self.check_leader_epoch(current_leader_epoch, topic, partition)
+        epoch = self.leader_epoch_of(topic, partition)
         if timestamp == LATEST:
-            return plog.high_watermark, -1, LEADER_EPOCH
+            return plog.high_watermark, -1, epoch
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
-            return plog.log_start_offset, -1, LEADER_EPOCH
+            return plog.log_start_offset, -1, epoch
         if timestamp == LATEST_TIERED:
             return -1, -1, NO_LEADER_EPOCH
         found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
-        return (found[0], found[1], LEADER_EPOCH) if found else (-1, -1, LEADER_EPOCH)
+        if found and found[0] >= plog.high_watermark:
+            found = None  # records above the HW are not committed yet: consumers cannot see them
+        return (found[0], found[1], epoch) if found else (-1, -1, epoch)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Move the log start offset to ``offset`` (-1: the high watermark); returns it."""
@@ -133,15 +227,11 @@ class ReplicaManager:
 
     def end_offset_for_epoch(self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int
                              ) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset). Every partition has had one leader
-        epoch (0), so epoch 0 ends at the log end."""
+        """OffsetForLeaderEpoch: (epoch, end offset) from the leader-epoch cache (KIP-101/279):
+        the largest epoch at or below the one asked for and where it ends."""
         plog = self.partition(topic, partition)
-        self.check_leader_epoch(current_leader_epoch)
-        if 0 <= current_leader_epoch < LEADER_EPOCH:
-            raise KafkaError(ErrorCode.fenced_leader_epoch)
-        if leader_epoch <= LEADER_EPOCH:
-            return LEADER_EPOCH, plog.log_end_offset
-        return -1, -1
+        self.check_leader_epoch(current_leader_epoch, topic, partition)
+        return plog.end_offset_for_epoch(leader_epoch)
 
     def active_producers(self, topic: str, partition: int) -> list[ProducerStateEntry]:
         return list(self.partition(topic, partition).producer_state.producers.values())

@@ -4,7 +4,8 @@ of those defaults to every partition. CreateTopics, DeleteTopics, CreatePartitio
 config APIs and Metadata's auto-creation call it; it changes the topic registry (the
 metadata document) and the LogManager together, all or nothing.
 
-In cluster mode this becomes the controller's side of topic changes."""
+In cluster mode (``cluster`` set) the changes are written to ZooKeeper instead, and every
+broker, this one included, applies them from there."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class TopicAdmin:
         self.default_topic_props = config.topic_defaults()
         #: internal topics are created by their coordinator, with their own configs
         self.internal_topic_creators: dict[str, Callable[[], None]] = {}
+        #: cluster mode: the broker's ClusterNode (topics live in ZooKeeper)
+        self.cluster = None
 
     # --- configs ------------------------------------------------------------------------------
     def base_log_config(self) -> LogConfig:
@@ -66,13 +69,17 @@ class TopicAdmin:
         cfg = self.validate_topic_configs(configs)
         if validate_only:
             return
+        if self.cluster is not None:
+            self.cluster.set_topic_configs(name, dict(configs))
+            return
         info.configs = dict(configs)
         self.registry.save()
         self.logs.update_config(name, cfg)
 
     # --- topics -------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     *, validate_only: bool = False) -> TopicInfo:
+                     *, validate_only: bool = False, replication_factor: int | None = None,
+                     assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
         configs = dict(configs or {})
         if name in self.registry.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
@@ -82,8 +89,15 @@ class TopicAdmin:
         if partitions < 1:
             raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         cfg = self.validate_topic_configs(configs)
+        rf = self.config["default.replication.factor"] if replication_factor is None else replication_factor
+        self.check_replication_factor(rf, assignment)
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
+        if self.cluster is not None:
+            info = self.cluster.create_topic(name, partitions, rf, configs, assignment)
+            log.info("created topic %s with %d partitions, replication factor %d (id %s)", name, partitions, rf,
+                     info.topic_id)
+            return info
         info = self.registry.add(name, partitions, configs)
         try:
             for p in range(partitions):
@@ -103,6 +117,10 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        if self.cluster is not None:
+            self.cluster.delete_topic(name)
+            log.info("deleted topic %s", name)
+            return info
         self.registry.remove(name)
         self.logs.delete_topic(name)
         self.replicas.wake((name, p) for p in range(info.partitions))
@@ -117,16 +135,37 @@ class TopicAdmin:
                              f"requested {count}.")
         if validate_only:
             return
+        if self.cluster is not None:
+            self.cluster.add_partitions(name, count, info.partitions)
+            return
         cfg = self.topic_log_config(info)
         for p in range(info.partitions, count):
             self.logs.create(name, p, cfg, info.topic_id)
         info.partitions = count
         self.registry.save()
 
+    def live_brokers(self) -> list[int]:
+        return self.cluster.live_broker_ids() if self.cluster is not None else [self.config.node_id]
+
+    def check_replication_factor(self, rf: int, assignment: dict[int, tuple[int, ...]] | None = None) -> None:
+        if assignment:
+            return
+        if rf < 1:
+            raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+        live = len(self.live_brokers())
+        if rf > live:
+            raise KafkaError(ErrorCode.invalid_replication_factor,
+                             f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                             f"of {rf} cannot be reached because only {live} broker(s) are registered.")
+
     def check_assignments(self, assignments) -> None:
-        """Manual replica assignments may only name this broker (the whole cluster)."""
+        """Manual replica assignments may only name live brokers, each once per partition."""
+        live = set(self.live_brokers())
         for a in assignments:
-            if any(b != self.config.node_id for b in a.broker_ids):
+            if len(set(a.broker_ids)) != len(a.broker_ids):
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Duplicate brokers not allowed in replica assignment: {list(a.broker_ids)}")
+            if any(b not in live for b in a.broker_ids):
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
                                  f"Unknown broker in replica assignment {list(a.broker_ids)}")
 
@@ -142,7 +181,8 @@ class TopicAdmin:
             return None
         try:
             return self.create_topic(name, self.config["num.partitions"])
-        except KafkaError:
+        except KafkaError as exc:
+            log.info("auto-creating topic %s failed: %s", name, exc.message or exc.error_code.name)
             return None
 
     def ensure_partitions_exist(self) -> None:

@@ -119,6 +119,14 @@ class TopicRegistry:
         self.save()
         return info
 
+    def replace_topics(self, topics: dict[str, TopicInfo]) -> None:
+        """Cluster mode: the topics are ZooKeeper's; this document only caches them."""
+        if topics == self.topics:
+            return
+        self.topics = dict(topics)
+        self.by_id = {t.topic_id: t for t in topics.values()}
+        self.version += 1
+
     def remove(self, name: str) -> TopicInfo | None:
         info = self.topics.pop(name, None)
         if info is not None:

@@ -128,6 +128,27 @@ class GroupCoordinator:
         """Build the partition's groups from what was replayed and start serving them."""
         self._loader.finish(partition)
 
+    def serve_only(self, partitions: Iterable[int]) -> None:
+        """Cluster mode: serve the groups of these partitions only (this broker leads
+        them); others answer NOT_COORDINATOR. Load each newly served one before use."""
+        state = self._state
+        state.owned = set(partitions) if state.owned is None else state.owned | set(partitions)
+
+    def unload_partition(self, partition: int) -> int:
+        """Leadership of the partition moved away (Kafka's onResignation): forget its
+        groups, which answer NOT_COORDINATOR from now on. Returns how many were dropped."""
+        state = self._state
+        if state.owned is not None:
+            state.owned.discard(partition)
+        state.loading.pop(partition, None)
+        dropped = [g for g in state.groups.values() if g.partition == partition]
+        for group in dropped:
+            state.kill(group)
+        return len(dropped)
+
+    def served_partitions(self) -> set[int] | None:
+        return None if self._state.owned is None else set(self._state.owned)
+
     # ================================================================ membership
     def join_group(self, req: Any, respond: Respond, *, client_id: str, client_host: str) -> None:
         """JoinGroup v0-9. ``client_host`` is shown by DescribeGroups; Kafka's form is

@@ -99,6 +99,9 @@ class CoordinatorState:
         # Filled by the loader; a partition listed here answers COORDINATOR_LOAD_IN_PROGRESS.
         self.loading: dict[int, LoadState] = {}
         self.timers = TimerQueue()
+        #: the __consumer_offsets partitions this coordinator serves (None: all of them, a
+        #: single broker); groups of the others answer NOT_COORDINATOR
+        self.owned: set[int] | None = None
 
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.config.offsets_topic_num_partitions)
@@ -109,6 +112,8 @@ class CoordinatorState:
         # DeleteGroups (backwards compatibility) and refuses it for everything else.
         if group_id is None or (group_id == "" and not allow_empty):
             return E.invalid_group_id
+        if self.owned is not None and self.partition_for(group_id) not in self.owned:
+            return E.not_coordinator
         if self.loading and self.partition_for(group_id) in self.loading:
             return E.coordinator_load_in_progress
         return None

@@ -26,6 +26,8 @@ _I32 = struct.Struct(">i")
 _PART_FIXED = struct.Struct(">ihqqq")  # index, error, hw, lso, log start
 _PART_FIXED_V4 = struct.Struct(">ihqq")  # v4 has no log start offset
 _ABORTED = struct.Struct(">qq")
+_EPOCH_END = struct.Struct(">iqB")  # EpochEndOffset: epoch, end offset, no tagged fields
+_LEADER = struct.Struct(">iiB")  # LeaderIdAndEpoch: leader id, epoch, no tagged fields
 
 
 @dataclass(slots=True)
@@ -40,6 +42,10 @@ class FetchPartition:
     preferred_read_replica: int = -1
     #: record bytes (whole batches) or None for null records
     records: bytes | memoryview | None = None
+    #: v12+ tagged field 0 for a follower whose log diverged: (epoch, end offset)
+    diverging_epoch: tuple[int, int] | None = None
+    #: v12+ tagged field 1 with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH: (leader id, epoch)
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -53,6 +59,16 @@ def _array_len(n: int | None, flexible: bool) -> bytes:
     if flexible:
         return encode_uvarint(0 if n is None else n + 1)
     return _I32.pack(-1 if n is None else n)
+
+
+def _partition_tags(p: FetchPartition) -> bytes:
+    """The partition's tagged fields, in tag order; one zero byte when all are defaults."""
+    tags = []
+    if p.diverging_epoch is not None:
+        tags.append(b"\x00" + encode_uvarint(_EPOCH_END.size) + _EPOCH_END.pack(*p.diverging_epoch, 0))
+    if p.current_leader is not None:
+        tags.append(b"\x01" + encode_uvarint(_LEADER.size) + _LEADER.pack(*p.current_leader, 0))
+    return encode_uvarint(len(tags)) + b"".join(tags)
 
 
 def encode_fetch_response(
@@ -112,7 +128,7 @@ def encode_fetch_response(
                     chunks.append(recs)
                     head = bytearray()
             if flexible:
-                head.append(0)  # partition tagged fields: all at their defaults
+                head += _partition_tags(p)
         if flexible:
             head.append(0)  # topic tagged fields
     if flexible:

@@ -9,6 +9,7 @@ plain attributes, replaced whole."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
@@ -41,6 +42,11 @@ class ZkMembership:
         self.version = 0
         self._lost = False
         self._stopped = False
+
+    @property
+    def connected(self) -> bool:
+        """The ZooKeeper connection is up (kazoo's CONNECTED state)."""
+        return self.zk.state == KazooState.CONNECTED
 
     # --- start / stop -------------------------------------------------------------------------
     def start(self, local_cluster_id: str | None, new_cluster_id: str) -> str:
@@ -99,14 +105,28 @@ class ZkMembership:
     # --- registration ---------------------------------------------------------------------------
     def _register(self) -> None:
         path = zk.broker_id_path(self.broker_id)
-        try:
-            self.zk.create(path, zk.encode_broker(self.advertised), ephemeral=True, makepath=True)
-        except NodeExistsError:
-            _, stat = self.zk.get(path)
-            if stat.ephemeralOwner != self.zk.client_id[0]:
-                raise ConfigError(f"Error while creating ephemeral at {path}, node already exists and owner "
-                                  f"'{stat.ephemeralOwner}' does not match current session "
-                                  f"'{self.zk.client_id[0]}': broker.id {self.broker_id} is taken") from None
+        # A broker restarted right after a crash finds its previous session's registration
+        # still there until that session times out: wait for it (one session timeout),
+        # rather than fail as Kafka does, so that a restart needs no operator.
+        deadline = time.monotonic() + self.zk._session_timeout / 1000 + 2
+        while True:
+            try:
+                self.zk.create(path, zk.encode_broker(self.advertised), ephemeral=True, makepath=True)
+                break
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    break
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"Error while creating ephemeral at {path}, node already exists and owner "
+                                      f"'{stat.ephemeralOwner}' does not match current session "
+                                      f"'{self.zk.client_id[0]}': broker.id {self.broker_id} is taken") from None
+                log.info("broker.id %d is still registered by an earlier session; waiting for it to expire",
+                         self.broker_id)
+                time.sleep(0.5)
         log.info("registered broker %d at %s with endpoints %s", self.broker_id, path,
                  ",".join(map(str, self.advertised)))
 

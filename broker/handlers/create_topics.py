@@ -1,5 +1,6 @@
-"""CreateTopics (key 19), v2-7: partitions, replication factor (1: a single broker),
-manual assignments naming this broker, configs; TopicAdmin creates them all or nothing."""
+"""CreateTopics (key 19), v2-7: partitions, replication factor (at most the live brokers),
+or manual assignments naming live brokers, configs; TopicAdmin creates them all or nothing
+(in cluster mode, in one ZooKeeper transaction)."""
 
 from __future__ import annotations
 
@@ -25,27 +26,27 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         entry = dict(name=t.name, topic_id=None, error_code=ErrorCode.none, error_message=None,
                      num_partitions=-1, replication_factor=-1, configs=None)
         try:
+            assignment = None
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
                     raise KafkaError(ErrorCode.invalid_request,
                                      "Both numPartitions or replicationFactor and replicasAssignments were set.")
                 broker.topics.check_assignments(t.assignments)
+                assignment = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
+                if sorted(assignment) != list(range(len(assignment))):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                     "Partitions should be a consecutive 0-based integer sequence")
                 partitions = len(t.assignments)
-                rf = len(t.assignments[0].broker_ids) if t.assignments else 1
+                rf = len(t.assignments[0].broker_ids)
             else:
                 partitions = broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
                 rf = default_rf if t.replication_factor == -1 else t.replication_factor
-            if rf < 1:
-                raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-            if rf > 1:
-                raise KafkaError(ErrorCode.invalid_replication_factor,
-                                 f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                                 f"of {rf} cannot be reached because only 1 broker(s) are registered.")
             configs = {c.name: c.value for c in t.configs}
             if any(v is None for v in configs.values()):
                 raise KafkaError(ErrorCode.invalid_config, "Null value not supported for topic configs")
-            info = broker.topics.create_topic(t.name, partitions, configs, validate_only=req.validate_only)
-            entry.update(num_partitions=partitions, replication_factor=1,
+            info = broker.topics.create_topic(t.name, partitions, configs, validate_only=req.validate_only,
+                                              replication_factor=rf, assignment=assignment)
+            entry.update(num_partitions=partitions, replication_factor=rf,
                          topic_id=None if req.validate_only else info.topic_id,
                          configs=broker.configs.topic_config_entries(info))
         except KafkaError as exc:

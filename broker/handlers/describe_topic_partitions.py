@@ -26,10 +26,10 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..replica_manager import LEADER_EPOCH
 from ..security.operations import ResourceType, authorized_operations
 from ..topics import INTERNAL_TOPICS, topic_name_error
 from . import handles
+from .metadata import partition_entry
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -58,7 +58,6 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
     limit = broker.config["max.request.partition.size.limit"]
     remaining = max(min(limit, req.response_partition_limit), 1)
     ops = authorized_operations(ResourceType.TOPIC)
-    node = broker.node_id
     out: list[dict] = []
     next_cursor = None
     for name in topics:
@@ -79,9 +78,7 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         out.append(dict(
             error_code=ErrorCode.none, name=name, topic_id=info.topic_id, is_internal=info.internal,
             topic_authorized_operations=ops,
-            partitions=[dict(error_code=ErrorCode.none, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
-                             replica_nodes=(node,), isr_nodes=(node,), eligible_leader_replicas=(),
-                             last_known_elr=(), offline_replicas=())
+            partitions=[dict(partition_entry(broker, name, p), eligible_leader_replicas=(), last_known_elr=())
                         for p in range(start, upper)]))
         if upper < info.partitions:
             next_cursor = dict(topic_name=name, partition_index=upper)

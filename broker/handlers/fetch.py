@@ -23,10 +23,20 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
+def _replica_id(req, version: int) -> int:
+    """The fetching follower's broker id, -1 for consumers (KIP-903 moved it in v15)."""
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return state.replica_id if state is not None else -1
+    return getattr(req, "replica_id", -1)
+
+
 def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
     reg = broker.registry
     replicas = broker.replicas
+    replication = broker.replication
+    replica_id = _replica_id(req, version) if replication is not None else -1
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     any_error = False
@@ -50,27 +60,53 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
             try:
                 if info is None:
                     raise KafkaError(ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition)
-                plog = replicas.partition(name, p.partition)
-                replicas.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
                 keys.append((name, p.partition))
-                if remaining <= 0 and not first:
-                    fp.high_watermark = fp.last_stable_offset = plog.high_watermark
-                    fp.log_start_offset = plog.log_start_offset
-                    continue
-                got = replicas.read(plog, p.fetch_offset, min(p.partition_max_bytes, max(remaining, 0)),
-                                    min_one_batch=first)
+                limit = min(p.partition_max_bytes, max(remaining, 0))
+                if replica_id >= 0:
+                    got = replication.follower_fetch(replica_id, name, p.partition, p.fetch_offset,
+                                                     getattr(p, "last_fetched_epoch", -1),
+                                                     getattr(p, "current_leader_epoch", -1), limit, first)
+                    if got.diverging_epoch is not None:
+                        fp.diverging_epoch = got.diverging_epoch
+                        any_error = True  # answered at once: the follower must truncate first
+                else:
+                    plog = replicas.partition(name, p.partition)
+                    replicas.check_leader_epoch(getattr(p, "current_leader_epoch", -1), name, p.partition)
+                    if remaining <= 0 and not first:
+                        fp.high_watermark = fp.last_stable_offset = plog.high_watermark
+                        fp.log_start_offset = plog.log_start_offset
+                        continue
+                    got = replicas.read(plog, p.fetch_offset, limit, min_one_batch=first)
             except KafkaError as exc:
                 fp.error_code = exc.error_code
                 any_error = True
+                _error_details(broker, fp, name, p.partition, exc.error_code, version)
                 continue
             fp.high_watermark, fp.last_stable_offset, fp.log_start_offset = (
-                got.high_watermark, got.last_stable_offset, got.log_start_offset)
+                got.high_watermark, got.high_watermark if replica_id >= 0 else got.last_stable_offset,
+                got.log_start_offset)
             if got.records:
                 fp.records = got.records
                 total += len(got.records)
                 remaining -= len(got.records)
                 first = False
     return topics, total, any_error, keys
+
+
+def _error_details(broker: Broker, fp: FetchPartition, topic: str, partition: int, code: int, version: int) -> None:
+    """Cluster mode: where the partition's leader is now (KIP-951's CurrentLeader, v12+),
+    and the leader's offsets for a follower that fell out of range."""
+    if broker.replication is None:
+        return
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
+        state = broker.cluster_states().get((topic, partition))
+        if state is not None:
+            fp.current_leader = (state.leader, state.leader_epoch)
+    elif code == ErrorCode.offset_out_of_range:
+        plog = broker.logs.get(topic, partition)
+        if plog is not None:
+            fp.high_watermark = fp.last_stable_offset = plog.high_watermark
+            fp.log_start_offset = plog.log_start_offset
 
 
 @handles(ApiKey.FETCH, versions=(4, 17))

@@ -1,4 +1,5 @@
-"""FindCoordinator (key 10), v0-6: this broker coordinates every group. Transactions are
+"""FindCoordinator (key 10), v0-6: a single broker coordinates every group; in cluster
+mode a group's coordinator is the leader of its __consumer_offsets partition. Transactions are
 not supported yet: a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 and a message saying so (COORDINATOR_NOT_AVAILABLE would be retried until the client's
 timeout)."""
@@ -12,6 +13,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..group_driver import OFFSETS_TOPIC
 from . import handles
 
 if TYPE_CHECKING:
@@ -40,7 +42,17 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if not key:
             return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
                         error_message="The group id is empty")
-        broker.groups.ready()
+        groups = broker.groups.ready()
+        if broker.cluster is not None:
+            # the coordinator is the leader of the group's __consumer_offsets partition
+            p = groups.coordinator.partition_for(key)
+            error, leader, *_ = broker.partition_metadata(OFFSETS_TOPIC, p)
+            endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers()}.get(leader)
+            if error != ErrorCode.none or endpoint is None:
+                return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                            error_message=f"The coordinator's partition {OFFSETS_TOPIC}-{p} has no leader")
+            return dict(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none,
+                        error_message=None)
         return dict(key=key, node_id=broker.node_id, host=lst.host, port=lst.port, error_code=ErrorCode.none,
                     error_message=None)
 

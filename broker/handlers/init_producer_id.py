@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from . import handles
 
@@ -25,5 +25,8 @@ def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if req.transactional_id is not None:
         return make(rtype, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
                     producer_id=-1, producer_epoch=-1)  # InitProducerId has no error message field
-    return make(rtype, throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producer_ids.next_producer_id(),
-                producer_epoch=0)
+    try:
+        pid = broker.producer_ids.next_producer_id()
+    except KafkaError as exc:  # cluster mode: no id block while ZooKeeper is unreachable
+        return make(rtype, throttle_time=0, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+    return make(rtype, throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=0)

@@ -12,7 +12,6 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
-from ..replica_manager import LEADER_EPOCH
 from . import handles
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         parts = []
         for p in t.partitions:
             entry = dict(partition_index=p.partition_index, error_code=ErrorCode.none, timestamp=-1, offset=-1,
-                         leader_epoch=LEADER_EPOCH)
+                         leader_epoch=-1)
             try:
                 entry["offset"], entry["timestamp"], entry["leader_epoch"] = broker.replicas.list_offset(
                     t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1))

@@ -1,5 +1,7 @@
 """Metadata: brokers, cluster id, controller, and every requested topic's partitions
-(this broker leads them all, leader epoch 0). Unknown topics are auto-created when both
+(single node: this broker leads them all at epoch 0; cluster mode: leader, epoch,
+replicas and ISR from ZooKeeper, LEADER_NOT_AVAILABLE while a partition has no live
+leader). Unknown topics are auto-created when both
 the request and auto.create.topics.enable allow it."""
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..replica_manager import LEADER_EPOCH
 from ..security.operations import ResourceType, authorized_operations
 from ..topics import topic_name_error
 from . import handles
@@ -28,14 +29,17 @@ def brokers(broker: Broker) -> list[dict]:
     return [dict(node_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers()]
 
 
+def partition_entry(broker: Broker, topic: str, p: int) -> dict:
+    error, leader, epoch, replicas, isr, offline = broker.partition_metadata(topic, p)
+    return dict(error_code=error, partition_index=p, leader_id=leader, leader_epoch=epoch,
+                replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
+
+
 def _topic_entry(broker: Broker, info, ops: int) -> dict:
-    node = broker.node_id
     return dict(
         error_code=ErrorCode.none, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
         topic_authorized_operations=ops,
-        partitions=[dict(error_code=ErrorCode.none, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
-                         replica_nodes=(node,), isr_nodes=(node,), offline_replicas=())
-                    for p in range(info.partitions)],
+        partitions=[partition_entry(broker, info.name, p) for p in range(info.partitions)],
     )
 
 

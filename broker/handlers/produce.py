@@ -38,6 +38,10 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     bad_acks = acks not in (0, 1, -1)
     any_error = False
     topics_out = []
+    #: cluster mode, acks=all: (tp, required offset, leader epoch) and the entry to answer in
+    waits: list[tuple[tuple[str, int], int, int]] = []
+    entries: dict[tuple[str, int], dict] = {}
+    replicated = broker.replicas.replicated
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -46,7 +50,11 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry["error_code"] = ErrorCode.invalid_required_acks
             else:
                 try:
-                    res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms)
+                    res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms, acks=acks)
+                    if replicated and acks == -1:
+                        tp = (td.name, pd.index)
+                        waits.append((tp, res.last_offset + 1, broker.replicas.leader_epoch_of(*tp)))
+                        entries[tp] = entry
                     entry["base_offset"] = res.base_offset
                     entry["log_start_offset"] = res.log_start_offset
                     if res.log_append_time_ms >= 0:
@@ -70,7 +78,29 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if any_error:
             ctx.conn.close()
         return None
-    return make(apis.response_type(ApiKey.PRODUCE, ctx.version), responses=topics_out, throttle_time=0)
+    rtype = apis.response_type(ApiKey.PRODUCE, ctx.version)
+    if waits:
+        codes = {tp: broker.replicas.replicated_to(tp[0], tp[1], required, epoch) for tp, required, epoch in waits}
+        if any(c is None for c in codes.values()):
+            return _await_replication(broker, rtype, topics_out, waits, entries, req.timeout.total_seconds())
+        _answer_replicated(entries, codes)
+    return make(rtype, responses=topics_out, throttle_time=0)
+
+
+async def _await_replication(broker: Broker, rtype, topics_out, waits, entries, timeout: float) -> Any:
+    """acks=all in cluster mode: answer once the ISR has the records (Kafka's delayed produce)."""
+    codes = await broker.replicas.wait_for_high_watermark(waits, timeout)
+    _answer_replicated(entries, codes)
+    return make(rtype, responses=topics_out, throttle_time=0)
+
+
+def _answer_replicated(entries: dict, codes: dict) -> None:
+    for tp, code in codes.items():
+        if code != ErrorCode.none:
+            entry = entries[tp]
+            entry["error_code"] = code
+            entry["base_offset"] = -1
+            entry.pop("log_append_time", None)
 
 
 def legacy_produce_response(header, frame: bytes) -> list[bytes] | None:

@@ -131,10 +131,12 @@ def test_zookeeper_restart_brokers_reconnect_and_keep_serving(tmp_path):
     zkp = ZooKeeperProcess().start()
     b = _broker(tmp_path, zkp.connect, 1).start()
     try:
-        zkp.stop(keep_data=True)
         p = Producer({"bootstrap.servers": b.bootstrap})
+        p.produce("during-zk-outage", b"v")  # auto-created while ZooKeeper is up
+        assert p.flush(15) == 0
+        zkp.stop(keep_data=True)
         p.produce("during-zk-outage", b"v")
-        assert p.flush(15) == 0  # the data path does not need ZooKeeper yet
+        assert p.flush(15) == 0  # the data path does not need ZooKeeper
         time.sleep(8)  # past zookeeper.session.timeout.ms (6 s)
         zkp.start()
         client = KazooClient(hosts=zkp.connect)

@@ -45,3 +45,22 @@ def test_fast_path_matches_kio(version):
     cid, decoded = framing.decode_response(apis.ApiKey.FETCH, version, fast[4:])
     assert cid == 42
     assert bytes(decoded.responses[0].partitions[0].records) == bytes(topics[0].partitions[0].records)
+
+
+@pytest.mark.parametrize("version", [12, 15, 16, 17])
+def test_diverging_epoch_and_current_leader_tags_decode_with_kio(version):
+    """The follower's truncation signal (KIP-320/595) and the leader hint are tagged fields."""
+    topics = [FetchTopic("t", uuid.UUID(int=7), [
+        FetchPartition(0, 0, 10, 10, 0, None, -1, b"", diverging_epoch=(3, 120)),
+        FetchPartition(1, 6, -1, -1, -1, None, -1, None, current_leader=(2, 9)),
+        FetchPartition(2, 0, 5, 5, 0, None, -1, b"", diverging_epoch=(1, 4), current_leader=(1, 2)),
+    ])]
+    chunks, total = encode_fetch_response(version, 7, topics)
+    fast = b"".join(bytes(c) for c in chunks)
+    assert len(fast) == total
+    _, decoded = framing.decode_response(apis.ApiKey.FETCH, version, fast[4:])
+    p0, p1, p2 = decoded.responses[0].partitions
+    assert (p0.diverging_epoch.epoch, p0.diverging_epoch.end_offset) == (3, 120)
+    assert (p1.current_leader.leader_id, p1.current_leader.leader_epoch) == (2, 9)
+    assert p0.current_leader.leader_id == -1 and p1.diverging_epoch.epoch == -1
+    assert (p2.diverging_epoch.epoch, p2.current_leader.leader_epoch) == (1, 2)

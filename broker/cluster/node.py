@@ -1,0 +1,257 @@
+"""ClusterNode: what cluster mode (``zookeeper.connect``) adds to a broker, wired in one
+place. It owns the ZooKeeper session's users (membership and controller election, the
+topic and partition-state view), and on every change it brings the broker in line on the
+event loop: the topic registry mirrors ZooKeeper's topics, this broker's replicas lead or
+follow as the partition states say (Replication), the replica fetchers follow the right
+leaders, and, on the controller, leadership moves off dead brokers (Controller). It also
+carries out the admin writes (topics, partitions, configs, producer id blocks) and the
+controlled shutdown.
+
+kazoo calls ZooKeeper synchronously from its own thread; writes on the request path run
+in the default executor so that a slow or restarting ZooKeeper never stalls the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import PartitionLog
+
+from ..config import BrokerConfig
+from ..replica_fetcher import ReplicaFetcherManager
+from ..replica_manager import ReplicaManager
+from ..replication import Replication
+from ..topics import TopicInfo, TopicRegistry
+from . import election, zk_layout
+from .controller import Controller
+from .election import PartitionState
+from .membership import ZkMembership
+from .zk_metadata import TopicExistsError, ZkMetadata
+
+log = logging.getLogger("krait.cluster")
+
+TopicPartition = tuple[str, int]
+
+
+class ClusterNode:
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager,
+                 open_log: Callable[[TopicInfo, int], PartitionLog], delete_topic_logs: Callable[[str], None],
+                 apply_topic_config: Callable[[TopicInfo], None]) -> None:
+        self.config = config
+        self.broker_id = config.node_id
+        self.registry = registry
+        self.replicas = replicas
+        self._open_log = open_log
+        self._delete_topic_logs = delete_topic_logs
+        self._apply_topic_config = apply_topic_config
+        session_ms = config["zookeeper.session.timeout.ms"]
+        self.membership = ZkMembership(config["zookeeper.connect"], self.broker_id, config.advertised_listeners,
+                                       session_timeout_ms=session_ms,
+                                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms,
+                                       on_change=self._changed_elsewhere)
+        self.metadata: ZkMetadata | None = None
+        self.replication = Replication(replicas, self._write_state, lag_time_max_ms=config["replica.lag.time.max.ms"])
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, replicas, self.endpoint_of, fetch_max_bytes=config["replica.fetch.max.bytes"],
+            response_max_bytes=config["replica.fetch.response.max.bytes"],
+            max_wait_ms=config["replica.fetch.wait.max.ms"], backoff_ms=config["replica.fetch.backoff.ms"])
+        self.controller = Controller(self.broker_id, write=self._write_state, unclean=self._unclean,
+                                     retry=lambda: self._schedule_sync(delay=0.5))
+        #: called after each sync (the group coordinator follows __consumer_offsets leadership)
+        self.listeners: list[Callable[[], None]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._sync_pending = False
+        self._known_topics: dict[str, uuid.UUID] = {}
+        self._applied_configs: dict[str, dict[str, str]] = {}
+        #: bumped on every sync: the Metadata cache key
+        self.version = 0
+        self.stopped = False
+
+    # --- start / stop ---------------------------------------------------------------------------
+    def start(self, local_cluster_id: str | None, new_cluster_id: str) -> str:
+        """Join the cluster (synchronously, at start-up); returns the cluster id."""
+        self.loop = asyncio.get_running_loop()
+        cluster_id = self.membership.start(local_cluster_id, new_cluster_id)
+        self.metadata = ZkMetadata(self.membership.zk, on_change=self._changed_elsewhere)
+        self.metadata.start()
+        self.sync()
+        return cluster_id
+
+    async def controlled_shutdown(self, timeout: float) -> None:
+        """controlled.shutdown.enable: move leadership of this broker's partitions to other
+        ISR members and leave the ISRs, before the session closes (Kafka's controlled
+        shutdown, done here with the same conditional writes the controller makes)."""
+        deadline = time.monotonic() + timeout
+        # stop following first: a follower still fetching would be taken back into the
+        # ISRs it is about to leave
+        self.fetchers.stop()
+        while time.monotonic() < deadline and self.metadata is not None:
+            md = self.metadata
+            live = set(self.membership.brokers)
+            changes = election.states_after_controlled_shutdown(
+                self._assignments(), md.states, live, self.membership.controller_epoch, self.broker_id)
+            if not changes:
+                return
+            log.info("controlled shutdown: moving %d partitions off broker %d", len(changes), self.broker_id)
+            await asyncio.gather(*(self._write_state(tp, st) for tp, st in changes.items()), return_exceptions=True)
+            await asyncio.sleep(0.05)
+        log.warning("controlled shutdown did not complete within %.0fs; shutting down anyway", timeout)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.fetchers.stop()
+        self.controller.stop()
+        if self.metadata is not None:
+            self.metadata.stop()
+        self.membership.stop()
+
+    # --- views -------------------------------------------------------------------------------------
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        return self.membership.brokers.get(broker_id)
+
+    def states(self) -> dict[TopicPartition, PartitionState]:
+        return self.metadata.states if self.metadata is not None else {}
+
+    def _assignments(self) -> dict[TopicPartition, tuple[int, ...]]:
+        md = self.metadata
+        if md is None:
+            return {}
+        return {(name, p): tuple(r) for name, t in md.topics.items() for p, r in t.assignment.items()}
+
+    def _unclean(self, topic: str) -> bool:
+        info = self.registry.get(topic)
+        value = info.configs.get("unclean.leader.election.enable") if info is not None else None
+        if value is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return value.strip().lower() == "true"
+
+    # --- applying ZooKeeper's state ---------------------------------------------------------------
+    def _changed_elsewhere(self) -> None:
+        """From kazoo's thread: run a sync on the loop."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed() and not self.stopped:
+            loop.call_soon_threadsafe(self._schedule_sync)
+
+    def _schedule_sync(self, delay: float = 0.0) -> None:
+        if self._sync_pending or self.stopped or self.loop is None:
+            return
+        self._sync_pending = True
+        self.loop.call_later(delay, self.sync)
+
+    def sync(self) -> None:
+        self._sync_pending = False
+        if self.metadata is None or self.stopped:
+            return
+        try:
+            self._sync()
+        except Exception:
+            log.exception("applying the cluster state failed; retrying")
+            self._schedule_sync(delay=1.0)
+
+    def _sync(self) -> None:
+        md = self.metadata
+        topics = md.topics
+        infos = {name: TopicInfo(name, t.topic_id, len(t.assignment), dict(t.configs)) for name, t in topics.items()}
+        # a topic deleted (or deleted and created again) while we knew it: its replicas go
+        for name, tid in list(self._known_topics.items()):
+            if name not in infos or infos[name].topic_id != tid:
+                log.info("topic %s was deleted: removing its replicas", name)
+                self.replicas.partitions = {tp: p for tp, p in self.replicas.partitions.items() if tp[0] != name}
+                self._delete_topic_logs(name)
+                self._applied_configs.pop(name, None)
+                del self._known_topics[name]
+        self.registry.replace_topics(infos)
+        for name, info in infos.items():
+            self._known_topics[name] = info.topic_id
+            if self._applied_configs.get(name) != info.configs:
+                self._applied_configs[name] = dict(info.configs)
+                self._apply_topic_config(info)
+        follow, gone = self.replication.apply(
+            self._assignments(), md.states, lambda topic, p: self._open_log(infos[topic], p))
+        if gone:
+            log.info("no longer a replica of %s", ", ".join(f"{t}-{p}" for t, p in gone))
+        self.fetchers.update(follow)
+        m = self.membership
+        self.controller.on_change(m.controller_id, m.controller_epoch, set(m.brokers), self._assignments(), md.states)
+        self.version += 1
+        for fn in self.listeners:
+            fn()
+
+    async def _write_state(self, tp: TopicPartition, new: PartitionState) -> PartitionState | None:
+        md = self.metadata
+        if md is None:
+            return None
+        stored = await asyncio.get_running_loop().run_in_executor(None, md.update_partition_state, tp, new,
+                                                                  new.zk_version)
+        self._schedule_sync()
+        return stored
+
+    # --- admin writes -----------------------------------------------------------------------------
+    def _require_zookeeper(self, error: ErrorCode = ErrorCode.request_timed_out) -> None:
+        """Admin writes run on the event loop (they are rare and take a millisecond); with
+        the ZooKeeper connection down they would block it, so they fail at once instead,
+        with a retriable error, as Kafka's time out."""
+        if self.metadata is None or not self.membership.connected:
+            raise KafkaError(error, "ZooKeeper is not reachable; retry later")
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.membership.brokers)
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                     assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
+        """Assign replicas (Kafka's rack-unaware spread) unless given, and write the topic,
+        its configs and every partition's first state in one ZooKeeper transaction."""
+        self._require_zookeeper()
+        live = self.live_broker_ids()
+        if assignment is None:
+            try:
+                assignment = election.assign_replicas(live, partitions, replication_factor)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.invalid_replication_factor, str(exc)) from None
+        else:
+            unknown = sorted({b for r in assignment.values() for b in r} - set(live))
+            if unknown:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Unknown broker(s) {unknown} in the replica assignment")
+        epoch = self.membership.controller_epoch
+        states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
+        topic_id = zk_layout.random_topic_id()
+        try:
+            self.metadata.create_topic(name, topic_id, assignment, configs, states)
+        except TopicExistsError:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
+        self.sync()
+        info = self.registry.get(name)
+        return info if info is not None else TopicInfo(name, topic_id, partitions, dict(configs))
+
+    def add_partitions(self, name: str, count: int, current: int) -> None:
+        self._require_zookeeper()
+        live = self.live_broker_ids()
+        rf = len(next(iter(self.metadata.topics[name].assignment.values()), ())) or 1
+        try:
+            assignment = election.assign_replicas(live, count - current, rf, start_partition=current)
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.invalid_replication_factor, str(exc)) from None
+        epoch = self.membership.controller_epoch
+        states = {p: PartitionState(r[0], 0, tuple(r), epoch) for p, r in assignment.items()}
+        self.metadata.add_partitions(name, assignment, states)
+        self.sync()
+
+    def delete_topic(self, name: str) -> None:
+        self._require_zookeeper()
+        self.metadata.delete_topic(name)
+        self.sync()
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._require_zookeeper()
+        self.metadata.set_topic_configs(name, configs)
+        self.sync()
+
+    def allocate_producer_ids(self, block_size: int) -> tuple[int, int]:
+        self._require_zookeeper(ErrorCode.coordinator_not_available)
+        return self.metadata.allocate_producer_id_block(self.broker_id, block_size)

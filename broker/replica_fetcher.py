@@ -1,0 +1,235 @@
+"""The follower's side of replication (Kafka's ReplicaFetcherManager and
+ReplicaFetcherThread): one fetch loop per leader broker, as an asyncio task, sending Fetch
+(v12: replica id, current leader epoch, last fetched epoch) for every partition this
+broker follows on that leader, and for each answer: append the leader's batches as they
+are, take the leader's high watermark (capped at our log end), truncate when the leader
+reports a diverging epoch (KIP-320: our log holds records of an epoch the leader does not
+have), or reset to the leader's log start when we fell below it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, KafkaError
+
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger("krait.replica_fetcher")
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 12
+_SIZE = struct.Struct(">i")
+
+
+class _Peer:
+    """One connection to the leader broker (requests strictly one at a time)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation_id = 0
+
+    async def request(self, api_key: int, version: int, client_id: str, **fields):
+        self.correlation_id += 1
+        body = make(apis.request_type(api_key, version), **fields)
+        self.writer.write(framing.encode_request(api_key, version, self.correlation_id, body, client_id=client_id))
+        await self.writer.drain()
+        size = _SIZE.unpack(await self.reader.readexactly(4))[0]
+        frame = await self.reader.readexactly(size)
+        cid, resp = framing.decode_response(api_key, version, frame)
+        if cid != self.correlation_id:
+            raise ConnectionError(f"correlation id {cid} does not match {self.correlation_id}")
+        return resp
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows on one leader."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        #: followed partitions: tp -> the leader epoch we follow at
+        self.partitions: dict[TopicPartition, int] = {}
+        #: partitions backing off after an error: tp -> loop time to retry at
+        self.delayed: dict[TopicPartition, float] = {}
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        m = self.manager
+        peer: _Peer | None = None
+        while True:
+            try:
+                if not self.partitions:
+                    await asyncio.sleep(0.1)
+                    continue
+                if peer is None:
+                    endpoint = m.endpoint_of(self.leader_id)
+                    if endpoint is None:
+                        await asyncio.sleep(m.backoff_s)
+                        continue
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), m.backoff_s * 5)
+                    peer = _Peer(reader, writer)
+                if not await self._fetch_once(peer):
+                    await asyncio.sleep(min(m.backoff_s, 0.1))
+            except asyncio.CancelledError:
+                if peer is not None:
+                    peer.close()
+                raise
+            except (OSError, EOFError, ConnectionError, asyncio.IncompleteReadError, TimeoutError, KafkaError) as exc:
+                log.warning("fetching from broker %d failed: %s; retrying in %.1fs", self.leader_id, exc, m.backoff_s)
+                if peer is not None:
+                    peer.close()
+                    peer = None
+                await asyncio.sleep(m.backoff_s)
+            except Exception:
+                log.exception("replica fetcher for broker %d failed", self.leader_id)
+                if peer is not None:
+                    peer.close()
+                    peer = None
+                await asyncio.sleep(m.backoff_s)
+
+    def _request_partitions(self) -> dict[str, list[dict]]:
+        rm = self.manager.replicas
+        now = asyncio.get_running_loop().time()
+        topics: dict[str, list[dict]] = {}
+        for tp, epoch in self.partitions.items():
+            if self.delayed.get(tp, 0) > now:
+                continue
+            plog = rm.logs.get(*tp)
+            if plog is None:
+                continue
+            topics.setdefault(tp[0], []).append(dict(
+                partition=tp[1], current_leader_epoch=epoch, fetch_offset=plog.log_end_offset,
+                last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
+                partition_max_bytes=self.manager.fetch_max_bytes))
+        return topics
+
+    async def _fetch_once(self, peer: _Peer) -> bool:
+        """One Fetch round trip; False when there was nothing to ask for."""
+        m = self.manager
+        topics = self._request_partitions()
+        if not topics:
+            return False
+        sent = {(t, p["partition"]): (self.partitions[(t, p["partition"])], p["fetch_offset"])
+                for t, ps in topics.items() for p in ps}
+        resp = await peer.request(
+            ApiKey.FETCH, FETCH_VERSION, f"broker-{m.broker_id}-fetcher-{self.leader_id}",
+            replica_id=m.broker_id, max_wait=m.max_wait_ms, min_bytes=1, max_bytes=m.response_max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[dict(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[], rack_id="")
+        if resp.error_code:
+            raise KafkaError(ErrorCode(resp.error_code), "fetch from leader refused")
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = (t.topic, p.partition_index)
+                if tp not in sent or self.partitions.get(tp) != sent[tp][0]:
+                    continue  # no longer followed here, or followed at another epoch now
+                self._handle(tp, sent[tp][1], p)
+        return True
+
+    def _handle(self, tp: TopicPartition, fetch_offset: int, p) -> None:
+        rm = self.manager.replicas
+        plog = rm.logs.get(*tp)
+        if plog is None or plog.log_end_offset != fetch_offset:
+            return
+        code = p.error_code
+        if code == ErrorCode.none:
+            div = p.diverging_epoch
+            if div is not None and div.epoch >= 0:
+                self._truncate_on_divergence(plog, div.epoch, div.end_offset)
+                return
+            if p.records:
+                plog.append_as_follower(p.records)
+            plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
+            if p.log_start_offset > plog.log_start_offset and p.log_start_offset <= plog.high_watermark:
+                plog.delete_records_before(p.log_start_offset)
+            self.delayed.pop(tp, None)
+            rm.purgatory.notify(tp)
+        elif code == ErrorCode.offset_out_of_range:
+            self._reset_out_of_range(plog, fetch_offset, p)
+        else:
+            # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC...: the
+            # leader's view and ours differ for now; ZooKeeper's next state settles it
+            log.debug("%s-%d: leader %d answered %s", tp[0], tp[1], self.leader_id, ErrorCode(code).name)
+            self.delayed[tp] = asyncio.get_running_loop().time() + self.manager.backoff_s
+
+    def _truncate_on_divergence(self, plog, leader_epoch: int, leader_end: int) -> None:
+        """KIP-320 / Kafka's getOffsetTruncationState: truncate to where our log and the
+        leader's agree, as far as we can tell; the next fetch sends our (new) last epoch,
+        so further rounds settle the rest."""
+        epoch, end = plog.end_offset_for_epoch(leader_epoch)
+        if epoch >= 0 and epoch != leader_epoch:
+            # we never had the leader's epoch: cut back to the end of our largest epoch
+            # below it; the next fetch asks again from there (truncation not complete)
+            target = min(end, plog.log_end_offset)
+        else:
+            target = min(leader_end, plog.log_end_offset)
+        target = max(target, plog.log_start_offset)
+        log.info("%s: truncating from %d to %d (leader %d: epoch %d ends at %d)", plog.name,
+                 plog.log_end_offset, target, self.leader_id, leader_epoch, leader_end)
+        plog.truncate_to(target)
+
+    def _reset_out_of_range(self, plog, fetch_offset: int, p) -> None:
+        leader_start = p.log_start_offset
+        if 0 <= leader_start and fetch_offset < leader_start:
+            log.info("%s: below the leader's log start %d: starting over there", plog.name, leader_start)
+            plog.truncate_fully_and_start_at(leader_start)
+        elif p.high_watermark >= 0 and fetch_offset > p.high_watermark:
+            plog.truncate_to(max(p.high_watermark, plog.log_start_offset))
+        else:
+            self.delayed[(plog.topic, plog.partition)] = asyncio.get_running_loop().time() + self.manager.backoff_s
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per leader it follows partitions on."""
+
+    def __init__(self, broker_id: int, replicas: ReplicaManager, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 *, fetch_max_bytes: int, response_max_bytes: int, max_wait_ms: int, backoff_ms: int) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.endpoint_of = endpoint_of
+        self.fetch_max_bytes = fetch_max_bytes
+        self.response_max_bytes = response_max_bytes
+        self.max_wait_ms = max_wait_ms
+        self.backoff_s = backoff_ms / 1000
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def update(self, follow: dict[TopicPartition, tuple[int, int]]) -> None:
+        """Follow exactly these partitions: {tp: (leader, leader epoch)}."""
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        for tp, (leader, epoch) in follow.items():
+            by_leader.setdefault(leader, {})[tp] = epoch
+        for leader_id, fetcher in list(self.fetchers.items()):
+            if leader_id not in by_leader:
+                fetcher.stop()
+                del self.fetchers[leader_id]
+        for leader_id, parts in by_leader.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+                fetcher.start()
+            for tp in [tp for tp in fetcher.partitions if parts.get(tp) != fetcher.partitions[tp]]:
+                fetcher.delayed.pop(tp, None)
+            fetcher.partitions = parts
+
+    def stop(self) -> None:
+        for f in self.fetchers.values():
+            f.stop()
+        self.fetchers.clear()

@@ -1,0 +1,160 @@
+"""Replication, the leader's side and the state changes (cluster mode): applying the
+partition states ZooKeeper holds to this broker's replicas (lead, follow, or drop them),
+answering followers' Fetch requests (reads up to the log end, KIP-320 divergence,
+follower progress that moves the high watermark) and keeping the ISR: followers that
+catch up join it, followers lagging more than ``replica.lag.time.max.ms`` leave it,
+through conditional ZooKeeper updates fenced by the state's version (Kafka's ZK-mode
+leader ISR update). The follower's side, fetching, is :mod:`broker.replica_fetcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import PartitionLog
+
+from .cluster.election import PartitionState
+from .partition import Partition
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger("krait.replication")
+
+TopicPartition = tuple[str, int]
+#: writes a partition state to ZooKeeper if its version still matches; the stored state or None
+IsrWriter = Callable[[TopicPartition, PartitionState], Awaitable[PartitionState | None]]
+
+
+@dataclass(slots=True)
+class FollowerRead:
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+    #: (epoch, end offset) when the follower's log diverged from ours
+    diverging_epoch: tuple[int, int] | None = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Replication:
+    def __init__(self, replicas: ReplicaManager, write_isr: IsrWriter, *, lag_time_max_ms: int) -> None:
+        self.replicas = replicas
+        self.write_isr = write_isr
+        self.lag_time_max_ms = lag_time_max_ms
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def broker_id(self) -> int:
+        return self.replicas.broker_id
+
+    # --- states from ZooKeeper ----------------------------------------------------------------
+    def apply(self, assignments: dict[TopicPartition, tuple[int, ...]], states: dict[TopicPartition, PartitionState],
+              open_log: Callable[[str, int], PartitionLog]) -> tuple[dict[TopicPartition, tuple[int, int]], list]:
+        """Make this broker's replicas match ZooKeeper: open a log for every partition
+        assigned here, lead or follow at the state's epoch. Returns the partitions to
+        follow, {tp: (leader, epoch)}, and those no longer assigned here."""
+        rm = self.replicas
+        now = _now_ms()
+        follow: dict[TopicPartition, tuple[int, int]] = {}
+        mine = set()
+        for tp, replicas in assignments.items():
+            if self.broker_id not in replicas:
+                continue
+            mine.add(tp)
+            part = rm.partitions.get(tp)
+            if part is None:
+                part = rm.partitions[tp] = Partition(tp[0], tp[1], open_log(*tp), self.broker_id)
+            state = states.get(tp)
+            if state is None:
+                continue  # being created: the state znode is not there yet
+            role = part.apply(state, replicas, now)
+            if role is not None:
+                log.info("%s-%d: %s at epoch %d (leader %d, isr %s)", tp[0], tp[1], role, state.leader_epoch,
+                         state.leader, list(state.isr))
+                rm.purgatory.notify(tp)  # parked acks=all produces and fetches see the change
+            if part.is_leader:
+                if part.maybe_increment_high_watermark():
+                    rm.purgatory.notify(tp)
+            elif state.leader >= 0:
+                follow[tp] = (state.leader, state.leader_epoch)
+        gone = [tp for tp in rm.partitions if tp not in mine]
+        for tp in gone:
+            del rm.partitions[tp]
+            rm.purgatory.notify(tp)
+        return follow, gone
+
+    # --- the leader's side of a follower's fetch ---------------------------------------------
+    def follower_fetch(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                       last_fetched_epoch: int, current_leader_epoch: int, max_bytes: int,
+                       min_one_batch: bool) -> FollowerRead:
+        """Kafka's fetch from a follower: check the epochs, detect divergence from the
+        last fetched epoch (the follower then truncates), record the follower's progress
+        (HW, ISR), and read up to the log end."""
+        rm = self.replicas
+        part = rm.leader(topic, partition)
+        rm.check_leader_epoch(current_leader_epoch, topic, partition)
+        plog = part.log
+        if last_fetched_epoch >= 0:
+            epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < 0:
+                # the follower has an epoch newer than any we know: we are the stale one
+                raise KafkaError(ErrorCode.unknown_leader_epoch)
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return FollowerRead(plog.high_watermark, plog.log_start_offset, b"", (epoch, end))
+        if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"fetch offset {fetch_offset} of replica {replica_id} is outside "
+                             f"[{plog.log_start_offset}, {plog.log_end_offset}] of {plog.name}")
+        if part.update_follower(replica_id, fetch_offset, _now_ms()):
+            if part.maybe_increment_high_watermark():
+                rm.purgatory.notify(part.tp)
+            if part.isr_to_expand(replica_id) and not part.isr_update_pending:
+                self._change_isr(part, part.isr | {replica_id}, "expand")
+        got = rm.read(plog, fetch_offset, max_bytes, min_one_batch=min_one_batch, to_log_end=True)
+        return FollowerRead(got.high_watermark, got.log_start_offset, got.records)
+
+    # --- ISR ------------------------------------------------------------------------------------
+    def shrink_isrs(self) -> None:
+        """Every replica.lag.time.max.ms / 2 (as Kafka schedules it): drop lagging followers."""
+        now = _now_ms()
+        for part in list(self.replicas.partitions.values()):
+            if not part.is_leader or part.isr_update_pending:
+                continue
+            lagging = part.out_of_sync(now, self.lag_time_max_ms)
+            if lagging:
+                self._change_isr(part, part.isr - lagging, "shrink")
+
+    def _change_isr(self, part: Partition, isr: frozenset[int] | set[int], why: str) -> None:
+        if part.state is None:
+            return
+        new = part.with_isr(isr)
+        part.isr_update_pending = True
+        log.info("%s-%d: %s ISR from %s to %s", part.topic, part.index, why, sorted(part.isr), list(new.isr))
+        task = asyncio.ensure_future(self._write(part, new))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, part: Partition, new: PartitionState) -> None:
+        try:
+            stored = await self.write_isr(part.tp, new)
+        except Exception as exc:
+            log.warning("updating the ISR of %s-%d failed: %s", part.topic, part.index, exc)
+            stored = None
+        part.isr_update_pending = False
+        if stored is None:
+            return  # someone else (the controller) changed the state: its watch brings it
+        if self.replicas.partitions.get(part.tp) is part and part.leader_epoch == stored.leader_epoch:
+            part.apply(stored, part.assignment, _now_ms())
+            # a smaller ISR can move the HW, and acks=all waiters check the ISR size
+            part.maybe_increment_high_watermark()
+            self.replicas.purgatory.notify(part.tp)
+
+    async def stop(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
