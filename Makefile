@@ -5,7 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test lint bench clean cluster cluster-stop
+
+# `make cluster`: ZooKeeper and three brokers in the background (scripts/cluster.py);
+# broker N listens on CLUSTER_PORT + N - 1. Override these to run a second one beside it.
+CLUSTER_DIR ?= data/cluster
+CLUSTER_PORT ?= 9092
+ZK_PORT ?= 2181
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +44,24 @@ lint: $(VENV)/.dev
 
 test: $(VENV)/.dev lint
 	$(BIN)/python -m pytest $(ARGS)
+
+# Debian's zookeeper package (ZooKeeper 3.8 and a JRE), installed if missing: apt-get as
+# root, through sudo otherwise.
+cluster: $(VENV)/.runtime
+	@[ -f /usr/share/java/zookeeper.jar ] || { \
+	  command -v apt-get >/dev/null || { echo "make cluster needs ZooKeeper: install the zookeeper package (Debian's 3.8)" >&2; exit 1; }; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "make cluster needs ZooKeeper: run 'apt-get install zookeeper' as root" >&2; exit 1; fi; \
+	  echo "installing ZooKeeper (Debian package zookeeper)..."; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null 2>&1 && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null; } || \
+	  { echo "make cluster: could not install the zookeeper package" >&2; exit 1; }; }
+	@$(BIN)/python scripts/cluster.py start --dir "$(CLUSTER_DIR)" --port $(CLUSTER_PORT) --zk-port $(ZK_PORT)
+
+# SIGTERM to the brokers (waiting for their clean shutdown), then ZooKeeper. Needs no .venv.
+cluster-stop:
+	@$(PYTHON) scripts/cluster.py stop --dir "$(CLUSTER_DIR)"
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/compare.py $(ARGS)

@@ -11,11 +11,23 @@ from typing import TextIO
 
 from protocol.errors import ErrorCode, KafkaError
 
-from .admin_client import RESOURCE_TOPIC, AdminClient, TopicInfo, format_uuid
+from .admin_client import RESOURCE_TOPIC, AdminClient, PartitionInfo, TopicInfo, format_uuid
 from .command import CommandError, Parser, UsageError, connect_admin, run
 from .errors import describe
 
-__all__ = ["format_topic_description", "main", "parse_configs"]
+__all__ = [
+    "describe_topic_lines",
+    "format_partition_line",
+    "format_topic_description",
+    "is_unavailable",
+    "is_under_replicated",
+    "main",
+    "parse_configs",
+]
+
+#: the --describe filters (kafka-topics.sh's "replication report" options) and their option names
+_REPORT_OPTIONS = {"under_replicated_partitions": "under-replicated-partitions",
+                   "unavailable_partitions": "unavailable-partitions"}
 
 
 def parse_configs(items: Iterable[str]) -> dict[str, str]:
@@ -44,6 +56,14 @@ def _split_configs(item: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+def format_partition_line(topic: str, p: PartitionInfo) -> str:
+    """kafka-topics.sh's line for one partition: leader, replicas and ISR as the Metadata
+    response gives them (leader -1 is ``none``)."""
+    leader = str(p.leader) if p.leader >= 0 else "none"
+    return (f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}"
+            f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+
+
 def format_topic_description(topic: TopicInfo, configs: dict[str, str | None]) -> list[str]:
     """kafka-topics.sh --describe lines for one topic."""
     rf = len(topic.partitions[0].replicas) if topic.partitions else 0
@@ -52,12 +72,30 @@ def format_topic_description(topic: TopicInfo, configs: dict[str, str | None]) -
     if topic.topic_id is not None and topic.topic_id.int != 0:
         head += f"\tTopicId: {format_uuid(topic.topic_id)}"
     head += f"\tPartitionCount: {len(topic.partitions)}\tReplicationFactor: {rf}\tConfigs: {cfg}"
-    lines = [head]
-    for p in topic.partitions:
-        leader = str(p.leader) if p.leader >= 0 else "none"
-        lines.append(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}"
-                     f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
-    return lines
+    return [head, *(format_partition_line(topic.name, p) for p in topic.partitions)]
+
+
+def is_under_replicated(p: PartitionInfo) -> bool:
+    """Fewer in-sync replicas than replicas (kafka-topics.sh --under-replicated-partitions)."""
+    return len(p.isr) < len(p.replicas)
+
+
+def is_unavailable(p: PartitionInfo, live_brokers: Iterable[int]) -> bool:
+    """No leader, or a leader that is not a live broker (kafka-topics.sh --unavailable-partitions)."""
+    return p.leader < 0 or p.leader not in set(live_brokers)
+
+
+def describe_topic_lines(topic: TopicInfo, configs: dict[str, str | None] | None, *,
+                         under_replicated: bool = False, unavailable: bool = False,
+                         live_brokers: Iterable[int] = ()) -> list[str]:
+    """What kafka-topics.sh --describe prints for one topic. With a filter (either or both:
+    a partition is shown when it matches one), only the matching partitions' lines are
+    printed, without the topic line, as kafka-topics.sh does; ``configs`` are then unused."""
+    if not (under_replicated or unavailable):
+        return format_topic_description(topic, configs or {})
+    live = set(live_brokers)
+    return [format_partition_line(topic.name, p) for p in topic.partitions
+            if (under_replicated and is_under_replicated(p)) or (unavailable and is_unavailable(p, live))]
 
 
 def _topics_parser() -> argparse.ArgumentParser:
@@ -78,6 +116,10 @@ def _topics_parser() -> argparse.ArgumentParser:
     p.add_argument("--if-not-exists", action="store_true", help="create: no error if the topic exists")
     p.add_argument("--if-exists", action="store_true", help="alter/delete/describe: no error if the topic is missing")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="describe: only show under-replicated partitions (fewer in-sync replicas than replicas)")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="describe: only show partitions whose leader is not available")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout in seconds (default 30)")
     return p
 
@@ -105,7 +147,18 @@ def _ensure_found(topics: list[TopicInfo], pattern: str | None, if_exists: bool)
         raise CommandError(f"Topic '{pattern}' does not exist as expected")
 
 
+def _check_report_options(args: argparse.Namespace) -> None:
+    """The --describe filters go with --describe only (kafka-topics.sh's check and message)."""
+    if args.describe:
+        return
+    action = next(a for a in ("create", "list", "delete", "alter") if getattr(args, a))
+    for attr, option in _REPORT_OPTIONS.items():
+        if getattr(args, attr):
+            raise UsageError(f'Option "[{option}]" can\'t be used with option "[{action}]"')
+
+
 def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _check_report_options(args)
     configs = parse_configs(args.config)
     if args.create:
         if not args.topic:
@@ -134,8 +187,13 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.describe:
             topics = _matching_topics(admin, args.topic, args.exclude_internal)
             _ensure_found(topics, args.topic, args.if_exists)
+            filtered = args.under_replicated_partitions or args.unavailable_partitions
+            live = admin.node_ids()  # the brokers of the Metadata response _matching_topics read
             for t in topics:
-                for line in format_topic_description(t, admin.topic_configs(t.name)):
+                lines = describe_topic_lines(t, None if filtered else admin.topic_configs(t.name),
+                                             under_replicated=args.under_replicated_partitions,
+                                             unavailable=args.unavailable_partitions, live_brokers=live)
+                for line in lines:
                     print(line, file=out)
             return 0
         if not args.topic:
