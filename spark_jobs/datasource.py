@@ -14,7 +14,8 @@ the executors (local mode, or a shared filesystem).
 
 Options (named like Spark's Kafka source):
 
-``log.dirs``            comma-separated log dirs (required)
+``log.dirs``            comma-separated log dirs (required): one broker's, or several
+                        brokers' (each partition read once, from one replica: below)
 ``subscribe``           comma-separated topics; ``subscribePattern`` a regex; ``assign``
                         JSON ``{"t": [0, 1]}``. None of them: every topic not starting "__".
 ``startingOffsets``     ``earliest`` (default), ``latest`` or JSON ``{"t": {"0": 23}}``
@@ -32,6 +33,17 @@ Options (named like Spark's Kafka source):
 ``isolation.level``     ``read_uncommitted`` (Krait has no transactions yet)
 ``pushFilters``         ``auto`` (default), ``true``, ``false``: see below
 ``readChunkBytes``      bytes of .log decoded into one Arrow batch (default 4 MiB)
+
+Several brokers' log dirs (cluster mode): partition directories are grouped by (topic,
+partition) across all the dirs and each partition is read once, from one replica: the one
+whose log dir's ``replication-offset-checkpoint`` gives the highest high watermark
+(min(HW, its log end)), up to that HW, since records above a replica's HW are uncommitted
+and may be truncated later. Ties go to the larger log end, then to the first in
+``log.dirs`` order; a replica without a checkpoint entry ranks below any with one, and
+when none has one, the replica with the largest log end is read to its end as for one
+broker. ``highWatermark=ignore`` reads the same replica to its end. A partition found in
+one dir only (one broker, one or several log dirs) is read as before. Details:
+:mod:`spark_jobs.replicas`.
 
 Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` (=, <, <=, >, >=, IN)
 are pushed down when ``spark.sql.python.filterPushdown.enabled`` is true: they narrow

@@ -13,6 +13,10 @@ Layout::
     <log.dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex
     <log.dir>/replication-offset-checkpoint   high watermarks
     <log.dir>/log-start-offset-checkpoint     log start offsets (after DeleteRecords)
+
+Given several brokers' log dirs, a partition found in several of them is one partition
+with several replicas: :func:`list_partitions` returns one replica of it, chosen as
+:mod:`spark_jobs.replicas` explains (the highest high watermark, read up to it).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from protocol.errors import CorruptRecordError
 from protocol.records import HEADER_SIZE, iter_headers, iter_records, parse_header
 
 from .decode import H_BASE_OFFSET, H_LAST_DELTA, H_MAX_TS, H_POS, H_SIZE, decode_batches, select_rows, walk_all_headers
+from .replicas import choose_replicas
 
 __all__ = [
     "Segment",
@@ -156,8 +161,10 @@ def list_segments(path: str) -> list[Segment]:
     return segs
 
 
-def list_partitions(log_dirs: list[str]) -> list[PartitionLog]:
-    """Every partition directory under the given log dirs, sorted by (topic, partition)."""
+def list_partitions(log_dirs: list[str], *, all_replicas: bool = False) -> list[PartitionLog]:
+    """The partitions under the given log dirs, sorted by (topic, partition): one replica
+    of each (:func:`spark_jobs.replicas.choose_replicas`), or with ``all_replicas`` every
+    partition directory (replicas of one partition in ``log_dirs`` order)."""
     found = []
     for d in log_dirs:
         if not os.path.isdir(d):
@@ -170,8 +177,8 @@ def list_partitions(log_dirs: list[str]) -> list[PartitionLog]:
             if tp is None or not os.path.isdir(path):
                 continue
             found.append(PartitionLog(tp[0], tp[1], path, list_segments(path), starts.get(tp), hws.get(tp)))
-    found.sort(key=lambda p: (p.topic, p.partition))
-    return found
+    found.sort(key=lambda p: (p.topic, p.partition))  # stable: replicas stay in log_dirs order
+    return found if all_replicas else choose_replicas(found)
 
 
 # --- indexes ----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ segments, and the records section decompresses and decodes (spark_jobs.decode). 
 the last whole batch are a zero-filled tail (fine), a torn tail of the active segment (a
 warning: the broker truncates it on recovery) or unreadable data inside a segment (an
 error). .index entries must point at batch starts holding their offset; .timeindex entries
-must be monotonic and inside the segment.
+must be monotonic and inside the segment. Given several brokers' log dirs, every replica of
+a partition is checked (each is a copy on disk of its own).
 
 Writes OUT/verify.json, prints bad segments with positions, exits 1 if any error was found.
 """
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     topics = set(args.topics.split(",")) if args.topics else None
     tasks = []
-    for plog in list_partitions(args.log_dirs.split(",")):
+    for plog in list_partitions(args.log_dirs.split(","), all_replicas=True):
         if topics is not None and plog.topic not in topics:
             continue
         for i, seg in enumerate(plog.segments):
