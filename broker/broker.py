@@ -111,6 +111,10 @@ class Broker:
             # Kafka checks for lagging followers every replica.lag.time.max.ms / 2
             self._timers.append(asyncio.ensure_future(
                 self._every(self.config["replica.lag.time.max.ms"] / 2000, self.replication.shrink_isrs)))
+            if self.config["auto.leader.rebalance.enable"]:
+                self._timers.append(asyncio.ensure_future(self._every(
+                    self.config["leader.imbalance.check.interval.seconds"],
+                    lambda: self.track(asyncio.ensure_future(self.cluster.rebalance_leaders())))))
         log.info("Krait %s started: node.id=%d listeners=%s advertised=%s log.dirs=%s cluster.id=%s", VERSION,
                  self.node_id, ",".join(map(str, self.config.listeners)),
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),

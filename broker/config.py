@@ -119,6 +119,7 @@ BROKER_KEYS: dict[str, tuple] = {
     "controlled.shutdown.enable": (_bool, "true"),
     "auto.leader.rebalance.enable": (_bool, "true"),
     "leader.imbalance.check.interval.seconds": (_int, "300"),
+    "leader.imbalance.per.broker.percentage": (_int, "10"),
 }
 
 # Keys a Kafka server.properties commonly carries that mean nothing to a single
@@ -195,7 +196,7 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "replica.lag.time.max.ms": "LONG", "replica.fetch.max.bytes": "INT", "replica.fetch.response.max.bytes": "INT",
     "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
     "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
-    "leader.imbalance.check.interval.seconds": "LONG", "offsets.commit.timeout.ms": "INT",
+    "leader.imbalance.check.interval.seconds": "LONG", "leader.imbalance.per.broker.percentage": "INT", "offsets.commit.timeout.ms": "INT",
 }
 
 _SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (

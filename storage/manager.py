@@ -239,6 +239,18 @@ class LogManager:
     def delete_topic(self, topic: str) -> int:
         """Close and remove every partition of ``topic``; returns how many."""
         victims = [tp for tp in self._logs if tp[0] == topic]
+        self._delete_partitions(victims)
+        self._topic_configs.pop(topic, None)
+        return len(victims)
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Close and remove one partition's replica (it was reassigned away)."""
+        if (topic, partition) not in self._logs:
+            return False
+        self._delete_partitions([(topic, partition)])
+        return True
+
+    def _delete_partitions(self, victims: list[TopicPartition]) -> None:
         for tp in victims:
             move = self._moves.get(tp)
             if move is not None:
@@ -259,8 +271,6 @@ class LogManager:
                 shutil.rmtree(tomb, ignore_errors=True)
             except OSError as e:
                 log.error("cannot delete %s: %s", plog.dir, e)
-        self._topic_configs.pop(topic, None)
-        return len(victims)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config

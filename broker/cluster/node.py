@@ -31,6 +31,7 @@ from . import election, zk_layout
 from .controller import Controller
 from .election import PartitionState
 from .membership import ZkMembership
+from .reassignment import Reassignments
 from .zk_metadata import TopicExistsError, ZkMetadata
 
 log = logging.getLogger("krait.cluster")
@@ -62,6 +63,8 @@ class ClusterNode:
             max_wait_ms=config["replica.fetch.wait.max.ms"], backoff_ms=config["replica.fetch.backoff.ms"])
         self.controller = Controller(self.broker_id, write=self._write_state, unclean=self._unclean,
                                      retry=lambda: self._schedule_sync(delay=0.5))
+        self.reassignments = Reassignments(lambda: self.metadata, lambda: set(self.membership.brokers),
+                                           lambda: self.membership.controller_epoch, self._write_state)
         #: called after each sync (the group coordinator follows __consumer_offsets leadership)
         self.listeners: list[Callable[[], None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -106,6 +109,7 @@ class ClusterNode:
         self.stopped = True
         self.fetchers.stop()
         self.controller.stop()
+        self.reassignments.stop()
         if self.metadata is not None:
             self.metadata.stop()
         self.membership.stop()
@@ -171,16 +175,36 @@ class ClusterNode:
             if self._applied_configs.get(name) != info.configs:
                 self._applied_configs[name] = dict(info.configs)
                 self._apply_topic_config(info)
+        assignments = self._assignments()
+        self._drop_strays(infos, assignments)
         follow, gone = self.replication.apply(
-            self._assignments(), md.states, lambda topic, p: self._open_log(infos[topic], p))
-        if gone:
-            log.info("no longer a replica of %s", ", ".join(f"{t}-{p}" for t, p in gone))
+            assignments, md.states, lambda topic, p: self._open_log(infos[topic], p))
+        for tp in gone:
+            log.info("no longer a replica of %s-%d: deleting it", *tp)
+            self.replicas.logs.delete_partition(*tp)
         self.fetchers.update(follow)
         m = self.membership
-        self.controller.on_change(m.controller_id, m.controller_epoch, set(m.brokers), self._assignments(), md.states)
+        self.controller.on_change(m.controller_id, m.controller_epoch, set(m.brokers), assignments, md.states)
+        if m.controller_id == self.broker_id:
+            self.reassignments.progress()
         self.version += 1
         for fn in self.listeners:
             fn()
+
+    def _drop_strays(self, infos: dict[str, TopicInfo], assignments: dict[TopicPartition, tuple[int, ...]]) -> None:
+        """Local replicas ZooKeeper does not place here: reassigned away (while this broker
+        was down, too), or of a topic deleted and created again under the same name."""
+        for (topic, p), plog in self.replicas.logs.partitions().items():
+            info = infos.get(topic)
+            if info is None:
+                continue  # a topic ZooKeeper does not know: left alone (operators decide)
+            recreated = plog.topic_id is not None and info.topic_id != zk_layout.ZERO_UUID \
+                and plog.topic_id != info.topic_id
+            if recreated or self.broker_id not in assignments.get((topic, p), ()):
+                log.info("%s-%d is not assigned to broker %d%s: deleting the local replica", topic, p,
+                         self.broker_id, " (the topic was created again)" if recreated else "")
+                self.replicas.partitions.pop((topic, p), None)
+                self.replicas.logs.delete_partition(topic, p)
 
     async def _write_state(self, tp: TopicPartition, new: PartitionState) -> PartitionState | None:
         md = self.metadata
@@ -251,6 +275,95 @@ class ClusterNode:
         self._require_zookeeper()
         self.metadata.set_topic_configs(name, configs)
         self.sync()
+
+    # --- elections ----------------------------------------------------------------------------------
+    async def elect_leaders(self, unclean: bool, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """ElectLeaders on the controller (Kafka's KafkaController.electLeaders): PREFERRED
+        moves leadership to the first assigned replica when it is live and in the ISR;
+        UNCLEAN elects any live replica for a partition without a leader. Only partitions
+        named, or all those needing an election, are in the result."""
+        out: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        named = partitions is not None
+        todo = list(partitions) if named else sorted(self._assignments())
+        for _ in range(3):  # a concurrent ISR change fails our write: decide again
+            md = self.metadata
+            if md is None or self.membership.controller_id != self.broker_id:
+                return {tp: (ErrorCode.not_controller, "This is not the correct controller for this cluster.")
+                        for tp in todo}
+            assignments, live = self._assignments(), set(self.membership.brokers)
+            epoch = self.membership.controller_epoch
+            writes: dict[TopicPartition, PartitionState] = {}
+            for tp in todo:
+                st, replicas = md.states.get(tp), assignments.get(tp)
+                if st is None or not replicas:
+                    out[tp] = (ErrorCode.unknown_topic_or_partition, f"The partition {tp[0]}-{tp[1]} does not exist.")
+                    continue
+                if unclean:
+                    if st.leader in live:
+                        if named:
+                            out[tp] = (ErrorCode.election_not_needed, "Leader election not needed for topic partition.")
+                        continue
+                    leader = election.offline_leader(replicas, st.isr, live, True)
+                    if leader is None:
+                        out[tp] = (ErrorCode.eligible_leaders_not_available,
+                                   f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
+                                   "UncleanLeaderElectionStrategy")
+                        continue
+                    isr = tuple(r for r in st.isr if r in live) if leader in st.isr else (leader,)
+                    writes[tp] = st.new_leader_and_isr(leader, isr, epoch)
+                else:
+                    if st.leader == replicas[0]:
+                        if named:
+                            out[tp] = (ErrorCode.election_not_needed, "Leader election not needed for topic partition.")
+                        continue
+                    if election.preferred_leader(replicas, st.isr, live) is None:
+                        if named:
+                            out[tp] = (ErrorCode.preferred_leader_not_available,
+                                       f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
+                                       "PreferredReplicaPartitionLeaderElectionStrategy")
+                        continue
+                    writes[tp] = st.new_leader_and_isr(replicas[0], st.isr, epoch)
+            results = await asyncio.gather(*(self._write_state(tp, st) for tp, st in writes.items()),
+                                           return_exceptions=True)
+            todo = []
+            for (tp, _), stored in zip(writes.items(), results, strict=True):
+                if isinstance(stored, PartitionState):
+                    out[tp] = (ErrorCode.none, None)
+                    log.info("%s-%d: elected leader %d (%s)", tp[0], tp[1], stored.leader,
+                             "unclean" if unclean else "preferred")
+                else:
+                    todo.append(tp)
+            if not todo:
+                break
+            await asyncio.sleep(0.1)
+        for tp in todo:
+            out.setdefault(tp, (ErrorCode.request_timed_out, "The partition state kept changing; try again"))
+        return out
+
+    async def rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable, on the controller every
+        leader.imbalance.check.interval.seconds: move leadership back to preferred replicas
+        on brokers whose share of non-preferred leaders exceeds
+        leader.imbalance.per.broker.percentage (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        if self.membership.controller_id != self.broker_id or self.metadata is None:
+            return
+        states, threshold = self.metadata.states, self.config["leader.imbalance.per.broker.percentage"]
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp, replicas in self._assignments().items():
+            if replicas:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        todo = []
+        for broker, tps in by_preferred.items():
+            off = [tp for tp in tps if tp in states and states[tp].leader != broker]
+            if off and 100 * len(off) / len(tps) > threshold:
+                todo += off
+        if todo:
+            log.info("leader imbalance: preferred election for %d partitions", len(todo))
+            await self.elect_leaders(False, todo)
+
+    def is_controller(self) -> bool:
+        return self.membership.controller_id == self.broker_id
 
     def allocate_producer_ids(self, block_size: int) -> tuple[int, int]:
         self._require_zookeeper(ErrorCode.coordinator_not_available)

@@ -1,7 +1,9 @@
 """ElectLeaders: on a single broker every partition's leader is already its preferred
 replica and alive, so each named partition answers ELECTION_NOT_NEEDED, as Kafka's
 controller does in that state, and a request for all partitions lists none (Kafka leaves
-out partitions that already have the desired leader). Cluster mode will elect for real."""
+out partitions that already have the desired leader). In cluster mode the controller
+elects (PREFERRED or UNCLEAN) and writes the new states to ZooKeeper; another broker
+answers NOT_CONTROLLER, as in Kafka's ZooKeeper mode."""
 
 from __future__ import annotations
 
@@ -39,9 +41,22 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     election = getattr(req, "election_type", PREFERRED)
     if election not in (PREFERRED, UNCLEAN):
         return make(rtype, throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
+    if broker.cluster is not None:
+        named = None if req.topic_partitions is None else [(t.topic, p) for t in req.topic_partitions
+                                                           for p in t.partitions]
+        return _elect_in_cluster(broker, rtype, election == UNCLEAN, named)
     if req.topic_partitions is None:
         results = [dict(topic=name, partition_result=[]) for name in sorted(broker.registry.topics)]
     else:
         results = [dict(topic=t.topic, partition_result=[_partition(broker, t.topic, p) for p in t.partitions])
                    for t in req.topic_partitions]
+    return make(rtype, throttle_time=0, error_code=ErrorCode.none, replica_election_results=results)
+
+
+async def _elect_in_cluster(broker: Broker, rtype, unclean: bool, named) -> Any:
+    outcome = await broker.cluster.elect_leaders(unclean, named)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, p), (code, message) in sorted(outcome.items()):
+        by_topic.setdefault(topic, []).append(dict(partition_id=p, error_code=code, error_message=message))
+    results = [dict(topic=t, partition_result=parts) for t, parts in by_topic.items()]
     return make(rtype, throttle_time=0, error_code=ErrorCode.none, replica_election_results=results)
