@@ -18,7 +18,7 @@ from typing import Any
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from protocol.records import build_batch, iter_headers, iter_records
 
 from .config import BrokerConfig
@@ -69,11 +69,16 @@ class CoordinatorDriver:
         cfg = self.broker_config
         # as Kafka: offsets.topic.replication.factor, but never more than the live brokers
         rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.topics.live_brokers())))
-        self.topics.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-            "compression.type": "producer",
-        }, replication_factor=rf)
+        try:
+            self.topics.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            }, replication_factor=rf)
+        except KafkaError as exc:
+            # in a cluster another broker may have created it a moment ago
+            if exc.error_code != ErrorCode.topic_already_exists:
+                raise
         if self.replicas.replicated:
             self.follow_leadership()
             return

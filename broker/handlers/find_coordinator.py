@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..group_driver import OFFSETS_TOPIC
 from . import handles
@@ -42,7 +42,11 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if not key:
             return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
                         error_message="The group id is empty")
-        groups = broker.groups.ready()
+        try:
+            groups = broker.groups.ready()
+        except KafkaError as exc:  # __consumer_offsets cannot be created now (cluster mode)
+            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                        error_message=exc.message)
         if broker.cluster is not None:
             # the coordinator is the leader of the group's __consumer_offsets partition
             p = groups.coordinator.partition_for(key)

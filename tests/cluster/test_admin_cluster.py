@@ -4,7 +4,10 @@ every replica, ElectLeaders on the controller, partition reassignment onto other
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
@@ -97,3 +100,26 @@ def test_reassign_partition_onto_other_brokers(tmp_path, zk_connect):
         r = _request(cl, controller, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, timeout=30000, topics=[dict(
             name="move", partitions=[dict(partition_index=0, replicas=[2, 9])])])
         assert r.responses[0].partitions[0].error_code == 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+def test_topic_configs_reach_every_broker(tmp_path, zk_connect):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    with Cluster(tmp_path, zk_connect) as cl:
+        cl.create_topic("cfg", partitions=1, rf=3)
+        admin = AdminClient({"bootstrap.servers": cl.brokers[1].bootstrap})
+        res = ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[
+            ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(20)
+        assert json.loads(cl.zk.get("/config/topics/cfg")[0])["config"] == {"max.message.bytes": "2000"}
+        assert cl.zk.get_children("/config/changes")
+        for b in (2, 3):
+            other = AdminClient({"bootstrap.servers": cl.brokers[b].bootstrap})
+            described = other.describe_configs([ConfigResource(ResourceType.TOPIC, "cfg")])
+            entries = next(iter(described.values())).result(20)
+            assert entries["max.message.bytes"].value == "2000"
+        # the leader enforces it
+        with pytest.raises(KafkaException):
+            produce(cl.bootstrap, "cfg", [b"x" * 5000], timeout=20, **{"message.timeout.ms": 10000})
+        produce(cl.bootstrap, "cfg", [b"small"])

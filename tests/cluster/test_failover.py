@@ -162,3 +162,57 @@ def test_group_coordinator_broker_killed(tmp_path, zk_connect):
         assert committed == 50
         with WireClient("127.0.0.1", cl.brokers[[i for i in (1, 2, 3) if i != coordinator][0]].port) as w:
             assert w.request(ApiKey.FIND_COORDINATOR, 3, key="g1", key_type=0).node_id != coordinator
+
+
+def test_rolling_restart_under_load(tmp_path, zk_connect):
+    """SIGTERM each broker in turn (controlled shutdown), waiting for the ISR to fill again,
+    while an idempotent acks=all producer writes: no error reaches the application, and
+    every record is there exactly once."""
+    with Cluster(tmp_path, zk_connect, **{"min.insync.replicas": "2"}) as cl:
+        cl.create_topic("roll", partitions=1, rf=3)
+        proc = _start_producer(cl.bootstrap, "roll", 4000, 150)
+        for b in (1, 2, 3):
+            time.sleep(2)
+            assert cl.brokers[b].stop() == 0
+            time.sleep(1)
+            cl.brokers[b].start()
+            cl.wait_isr("roll", 0, 3, timeout=40)
+        acked, err = _acked(proc)
+        assert proc.returncode == 0 and "ERROR" not in err, err[-2000:]
+        assert len(acked) == 4000
+        got = consume_all(cl.bootstrap, "roll", 4000)
+        assert [int(v) for _, _, v in sorted(got, key=lambda r: r[1])] == list(range(4000))
+
+
+def test_stale_and_future_leader_epochs(tmp_path, zk_connect):
+    """KIP-320 for clients: a fetch naming an older leader epoch gets FENCED_LEADER_EPOCH,
+    a newer one UNKNOWN_LEADER_EPOCH; OffsetForLeaderEpoch answers from the epoch cache."""
+    with Cluster(tmp_path, zk_connect) as cl:
+        cl.create_topic("epochs", partitions=1, rf=3)
+        produce(cl.bootstrap, "epochs", [b"a", b"b"], partition=0)
+        first = cl.leader("epochs", 0)
+        cl.brokers[first].stop()
+        leader = wait_for(lambda: (lead := cl.leader("epochs", 0)) not in (-1, first) and lead, 30)
+        produce(cl.bootstrap, "epochs", [b"c"], partition=0)
+        epoch = cl.state("epochs", 0)["leader_epoch"]
+        assert epoch >= 1
+
+        def fetch(current: int) -> int:
+            with WireClient("127.0.0.1", cl.brokers[leader].port) as c:
+                r = c.request(ApiKey.FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20,
+                              isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                              rack_id="", topics=[dict(topic="epochs", partitions=[dict(
+                                  partition=0, current_leader_epoch=current, fetch_offset=0, last_fetched_epoch=-1,
+                                  log_start_offset=-1, partition_max_bytes=1 << 20)])])
+            return r.responses[0].partitions[0].error_code
+
+        assert fetch(epoch) == 0
+        assert fetch(epoch - 1) == 74  # FENCED_LEADER_EPOCH
+        assert fetch(epoch + 1) == 75  # UNKNOWN_LEADER_EPOCH
+        with WireClient("127.0.0.1", cl.brokers[leader].port) as c:
+            r = c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, replica_id=-1, topics=[dict(topic="epochs", partitions=[
+                dict(partition=0, current_leader_epoch=epoch, leader_epoch=0)])])
+        p = r.topics[0].partitions[0]
+        # epoch 0 ended where the new leader's first epoch started: after "a" and "b"
+        assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 2)
+        cl.brokers[first].start()
