@@ -100,8 +100,15 @@ class ClusterNode:
                 self._assignments(), md.states, live, self.membership.controller_epoch, self.broker_id)
             if not changes:
                 return
+            if not self.membership.connected:
+                log.warning("controlled shutdown skipped: ZooKeeper is not reachable")
+                return
             log.info("controlled shutdown: moving %d partitions off broker %d", len(changes), self.broker_id)
-            await asyncio.gather(*(self._write_state(tp, st) for tp, st in changes.items()), return_exceptions=True)
+            writes = asyncio.gather(*(self._write_state(tp, st) for tp, st in changes.items()), return_exceptions=True)
+            try:
+                await asyncio.wait_for(writes, max(0.1, deadline - time.monotonic()))
+            except TimeoutError:
+                break
             await asyncio.sleep(0.05)
         log.warning("controlled shutdown did not complete within %.0fs; shutting down anyway", timeout)
 
