@@ -46,6 +46,8 @@ class Partition:
         self.epoch_start_offset = 0
         self.isr: frozenset[int] = frozenset()
         self.assignment: tuple[int, ...] = ()
+        #: replicas a reassignment is taking away: never taken (back) into the ISR
+        self.removing: frozenset[int] = frozenset()
         #: the ZooKeeper state this broker last applied (its zk_version fences our updates)
         self.state: PartitionState | None = None
         self.followers: dict[int, FollowerState] = {}
@@ -116,7 +118,8 @@ class Partition:
     def isr_to_expand(self, replica_id: int) -> bool:
         """Kafka's isFollowerInSync: an assigned follower outside the ISR that has reached
         the HW and the start of the current epoch joins it."""
-        if not self.is_leader or replica_id in self.isr or replica_id not in self.assignment:
+        if not self.is_leader or replica_id in self.isr or replica_id not in self.assignment \
+                or replica_id in self.removing:
             return False
         st = self.followers.get(replica_id)
         return st is not None and st.leo >= self.log.high_watermark and st.leo >= self.epoch_start_offset

@@ -55,7 +55,9 @@ class Replication:
 
     # --- states from ZooKeeper ----------------------------------------------------------------
     def apply(self, assignments: dict[TopicPartition, tuple[int, ...]], states: dict[TopicPartition, PartitionState],
-              open_log: Callable[[str, int], PartitionLog]) -> tuple[dict[TopicPartition, tuple[int, int]], list]:
+              open_log: Callable[[str, int], PartitionLog],
+              removing: dict[TopicPartition, tuple[int, ...]] | None = None
+              ) -> tuple[dict[TopicPartition, tuple[int, int]], list]:
         """Make this broker's replicas match ZooKeeper: open a log for every partition
         assigned here, lead or follow at the state's epoch. Returns the partitions to
         follow, {tp: (leader, epoch)}, and those no longer assigned here."""
@@ -70,6 +72,7 @@ class Replication:
             part = rm.partitions.get(tp)
             if part is None:
                 part = rm.partitions[tp] = Partition(tp[0], tp[1], open_log(*tp), self.broker_id)
+            part.removing = frozenset(removing.get(tp, ())) if removing else frozenset()
             state = states.get(tp)
             if state is None:
                 continue  # being created: the state znode is not there yet

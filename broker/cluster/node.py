@@ -184,8 +184,9 @@ class ClusterNode:
                 self._apply_topic_config(info)
         assignments = self._assignments()
         self._drop_strays(infos, assignments)
+        removing = {(name, p): r for name, t in md.topics.items() for p, r in t.removing.items()}
         follow, gone = self.replication.apply(
-            assignments, md.states, lambda topic, p: self._open_log(infos[topic], p))
+            assignments, md.states, lambda topic, p: self._open_log(infos[topic], p), removing)
         for tp in gone:
             log.info("no longer a replica of %s-%d: deleting it", *tp)
             self.replicas.logs.delete_partition(*tp)

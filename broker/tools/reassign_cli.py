@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from protocol import apis
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
@@ -33,14 +34,8 @@ from .command import CommandError, Parser, UsageError, run
 from .errors import ClientError, check, describe, kafka_error
 from .wire import WireClient
 
-__all__ = [
-    "ReassignmentClient",
-    "format_assignment_json",
-    "format_reassignment_states",
-    "main",
-    "parse_reassignment_json",
-    "parse_topics_json",
-]
+__all__ = ["ReassignmentClient", "format_assignment_json", "format_ongoing", "format_reassignment_states", "main",
+           "parse_reassignment_json", "parse_topics_json"]
 
 TP = tuple[str, int]
 #: a replica of a partition on one broker: (topic, partition, broker id)
@@ -56,13 +51,10 @@ CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "to change the throttle by resubmitting the current reassignment.")
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 #: the options each action takes besides --bootstrap-server (Kafka's permitted + required args)
-_PERMITTED = {
-    "generate": {"topics_to_move_json_file", "broker_list", "disable_rack_aware"},
-    "execute": {"reassignment_json_file", "additional", "timeout"},
-    "verify": {"reassignment_json_file", "preserve_throttles"},
-    "cancel": {"reassignment_json_file", "preserve_throttles", "timeout"},
-    "list": set(),
-}
+_PERMITTED = {"generate": {"topics_to_move_json_file", "broker_list", "disable_rack_aware"},
+              "execute": {"reassignment_json_file", "additional", "timeout"},
+              "verify": {"reassignment_json_file", "preserve_throttles"},
+              "cancel": {"reassignment_json_file", "preserve_throttles", "timeout"}, "list": set()}
 _REQUIRED = {"generate": ("topics_to_move_json_file", "broker_list"), "execute": ("reassignment_json_file",),
              "verify": ("reassignment_json_file",), "cancel": ("reassignment_json_file",), "list": ()}
 
@@ -72,11 +64,15 @@ class TerseError(CommandError):
 
 
 def tp_str(tp: TP) -> str:
-    return f"{tp[0]}-{tp[1]}"
+    return f"{tp[0]}-{tp[1]}"  # Kafka's TopicPartition.toString
 
 
 def _ints(xs: Iterable[int]) -> str:
     return ",".join(map(str, xs))
+
+
+def _java_list(xs: Iterable[Any]) -> str:
+    return "[" + ", ".join(map(str, xs)) + "]"
 
 
 # --- the JSON files ----------------------------------------------------------------------------
@@ -143,8 +139,12 @@ def parse_reassignment_json(text: str) -> tuple[list[tuple[TP, list[int]]], dict
     return parts, log_dirs
 
 
-def _java_list(xs: Iterable[Any]) -> str:
-    return "[" + ", ".join(map(str, xs)) + "]"
+def _by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[Any]]:
+    """(topic, partition) -> value pairs grouped by topic, in partition order."""
+    out: dict[str, list[Any]] = {}
+    for (t, _), v in sorted(items, key=lambda item: item[0]):
+        out.setdefault(t, []).append(v)
+    return out
 
 
 def _duplicates(xs: Iterable[Any]) -> list[Any]:
@@ -193,7 +193,7 @@ class ReassignmentClient:
 
     def __init__(self, admin: AdminClient, timeout: float) -> None:
         self.admin, self.timeout = admin, timeout
-        self._checked: set[int] = set()
+        self._checked: set[tuple[int, int]] = set()
 
     def _to_controller(self, api_key: int, **fields: Any) -> Any:
         deadline = time.monotonic() + self.timeout
@@ -216,27 +216,17 @@ class ReassignmentClient:
 
     def _check_supported(self, conn: WireClient, api_key: int) -> None:
         # without this, a broker that does not serve the API closes the connection
-        if id(conn) in self._checked:
-            return
-        resp = conn.request(ApiKey.API_VERSIONS, conn.version(ApiKey.API_VERSIONS), client_software_name="krait",
-                            client_software_version="0.1.0")
-        served = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
-        for key in (ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS):
-            lo, hi = served.get(key, (1, 0))
-            if not lo <= 0 <= hi:
+        if (id(conn), api_key) not in self._checked:
+            resp = conn.request(ApiKey.API_VERSIONS, conn.version(ApiKey.API_VERSIONS))
+            if not any(k.api_key == api_key and k.min_version <= 0 <= k.max_version for k in resp.api_keys):
                 raise KafkaError(ErrorCode.unsupported_version, f"The broker at {conn.host}:{conn.port} does not "
-                                 "support partition reassignment (AlterPartitionReassignments/"
-                                 "ListPartitionReassignments v0).")
-        self._checked.add(id(conn))
+                                 f"support partition reassignment ({apis.api_name(api_key)} v0).")
+            self._checked.add((id(conn), api_key))
 
     def list(self, partitions: Iterable[TP] | None = None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
         """Ongoing reassignments: (topic, partition) -> (replicas, adding, removing)."""
-        topics: Any = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in sorted(set(partitions)):
-                by_topic.setdefault(t, []).append(p)
-            topics = [dict(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        topics = None if partitions is None else [
+            dict(name=t, partition_indexes=ps) for t, ps in _by_topic((tp, tp[1]) for tp in set(partitions)).items()]
         resp = self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, topics=topics)
         return {(str(t.name), int(p.partition_index)): ([int(r) for r in p.replicas],
                                                          [int(r) for r in p.adding_replicas],
@@ -245,21 +235,13 @@ class ReassignmentClient:
 
     def alter(self, targets: dict[TP, list[int] | None]) -> dict[TP, KafkaError]:
         """Start (replicas) or cancel (None) reassignments; the partitions that failed."""
-        by_topic: dict[str, list[dict]] = {}
-        for (t, p), replicas in sorted(targets.items()):
-            by_topic.setdefault(t, []).append(dict(partition_index=p, replicas=replicas))
+        by_topic = _by_topic((tp, dict(partition_index=tp[1], replicas=r)) for tp, r in targets.items())
         resp = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                                    topics=[dict(name=t, partitions=ps) for t, ps in by_topic.items()])
-        errors: dict[TP, KafkaError] = {}
-        answered = set()
-        for t in resp.responses:
-            for p in t.partitions:
-                tp = (str(t.name), int(p.partition_index))
-                answered.add(tp)
-                if p.error_code:
-                    errors[tp] = kafka_error(p.error_code, p.error_message)
-        for tp in set(targets) - answered:
-            errors[tp] = ClientError("The controller did not answer for this partition.")
+        answers = {(str(t.name), int(p.partition_index)): p for t in resp.responses for p in t.partitions}
+        errors = {tp: kafka_error(p.error_code, p.error_message) for tp, p in answers.items() if p.error_code}
+        errors.update((tp, ClientError("The controller did not answer for this partition."))
+                      for tp in set(targets) - set(answers))
         return errors
 
 
@@ -294,23 +276,12 @@ def _replicas_of(admin: AdminClient, partitions: Iterable[TP]) -> dict[TP, list[
 def _log_dir_states(admin: AdminClient, targets: dict[TPR, str]) -> dict[TPR, tuple[str, str | None, str | None]]:
     """(target dir, current dir, future dir) of each replica (DescribeLogDirs per broker)."""
     out: dict[TPR, tuple[str, str | None, str | None]] = {}
-    by_broker: dict[int, dict[str, list[int]]] = {}
-    for t, p, b in targets:
-        by_broker.setdefault(b, {}).setdefault(t, []).append(p)
-    for broker, topics in by_broker.items():
-        dirs = admin.describe_log_dirs(broker, topics)
-        for (t, p, b), target in targets.items():
-            if b != broker:
-                continue
-            current = future = None
-            for d in dirs:
-                info = d.replicas.get((t, p))
-                if info is not None and not d.error_code:
-                    if info.is_future:
-                        future = d.path
-                    else:
-                        current = d.path
-            out[(t, p, b)] = (target, current, future)
+    for broker in sorted({b for _, _, b in targets}):
+        mine = {(t, p): d for (t, p, b), d in targets.items() if b == broker}
+        dirs = admin.describe_log_dirs(broker, _by_topic((tp, tp[1]) for tp in mine))
+        for (t, p), target in mine.items():
+            found = {info.is_future: d.path for d in dirs if not d.error_code and (info := d.replicas.get((t, p)))}
+            out[(t, p, broker)] = (target, found.get(False), found.get(True))
     return out
 
 
@@ -318,10 +289,14 @@ def _replica_str(r: TPR) -> str:
     return f"{r[0]}-{r[1]}-{r[2]}"  # Kafka's TopicPartitionReplica.toString
 
 
+def _replica_order(r: TPR) -> tuple[int, str, int]:
+    return r[2], r[0], r[1]  # Kafka's compareTopicPartitionReplicas
+
+
 def format_move_states(states: dict[TPR, tuple[str, str | None, str | None]]) -> list[str]:
     """Kafka's replicaMoveStatesToString lines (sorted by broker, topic, partition)."""
     lines = []
-    for r in sorted(states, key=lambda r: (r[2], r[0], r[1])):
+    for r in sorted(states, key=_replica_order):
         target, current, future = states[r]
         name = f"{r[0]}-{r[1]}"
         if current is None:
@@ -344,24 +319,21 @@ def execute_moves(admin: AdminClient, moves: dict[TPR, str], timeout_ms: int, ou
     pending = dict(moves)
     deadline = time.monotonic() + timeout_ms / 1000
     while pending:
-        by_broker: dict[int, dict[TP, str]] = {}
-        for (t, p, b), d in pending.items():
-            by_broker.setdefault(b, {})[(t, p)] = d
         started = []
-        for broker, assignment in sorted(by_broker.items()):
-            for (t, p), err in admin.alter_replica_log_dirs(broker, assignment).items():
+        for broker in sorted({b for _, _, b in pending}):
+            mine = {(t, p): d for (t, p, b), d in pending.items() if b == broker}
+            for (t, p), err in admin.alter_replica_log_dirs(broker, mine).items():
                 if err is None:
                     started.append((t, p, broker))
                 elif err.error_code != ErrorCode.replica_not_available:
                     raise CommandError(f"Failed to alter dir for {_replica_str((t, p, broker))}: {describe(err)}")
-        for r in sorted(started, key=lambda r: (r[2], r[0], r[1])):
+        for r in sorted(started, key=_replica_order):
             print(f"Successfully started moving log directory to {pending[r]} for replica {r[0]}-{r[1]} "
                   f"with broker {r[2]} ", file=out)
             del pending[r]
         if pending and time.monotonic() >= deadline:
             raise TerseError("Timed out before log directory move{} could be started for: {}".format(
-                "" if len(pending) == 1 else "s", ",".join(_replica_str(r) for r in sorted(
-                    pending, key=lambda r: (r[2], r[0], r[1])))))
+                "" if len(pending) == 1 else "s", ",".join(map(_replica_str, sorted(pending, key=_replica_order)))))
         if pending:
             time.sleep(0.1)
 
@@ -369,7 +341,8 @@ def execute_moves(admin: AdminClient, moves: dict[TPR, str], timeout_ms: int, ou
 # --- the actions ------------------------------------------------------------------------------
 
 
-def generate(admin: AdminClient, topics_json: str, broker_list: str, out: TextIO) -> dict[TP, list[int]]:
+def parse_generate_args(topics_json: str, broker_list: str) -> tuple[list[int], list[str]]:
+    """The brokers and topics of --generate (Kafka's parseGenerateAssignmentArgs)."""
     try:
         brokers = [int(b) for b in broker_list.split(",")]
     except ValueError:
@@ -381,6 +354,11 @@ def generate(admin: AdminClient, topics_json: str, broker_list: str, out: TextIO
     dup_topics = _duplicates(topics)
     if dup_topics:
         raise CommandError(f"List of topics to reassign contains duplicate entries: {_java_list(dup_topics)}")
+    return brokers, topics
+
+
+def generate(admin: AdminClient, topics_json: str, broker_list: str, out: TextIO) -> dict[TP, list[int]]:
+    brokers, topics = parse_generate_args(topics_json, broker_list)
     current = current_assignment(admin, topics)
     live = set(admin.node_ids())
     usable = sorted(b for b in set(brokers) if b in live)  # Kafka leaves unknown brokers out
@@ -442,12 +420,9 @@ def reassignment_states(admin: AdminClient, client: ReassignmentClient, targets:
     for t in (admin.metadata(sorted({t for t, _ in settled})) if settled else []):
         for p in t.partitions if t.error_code == 0 else ():
             found[(t.name, p.partition)] = list(p.replicas)
-    states = {}
-    for tp, target in targets:
-        if tp in ongoing:
-            states[tp] = (ongoing[tp][0], target, False)
-        else:
-            states[tp] = (found.get(tp, []), target, True)  # a missing partition has no replicas
+    # a partition that does not exist has no replicas
+    states = {tp: (ongoing[tp][0], target, False) if tp in ongoing else (found.get(tp, []), target, True)
+              for tp, target in targets}
     return states, bool(ongoing)
 
 
@@ -505,15 +480,9 @@ def cancel(admin: AdminClient, client: ReassignmentClient, text: str, preserve_t
 
 def format_ongoing(ongoing: dict[TP, tuple[list[int], list[int], list[int]]]) -> str:
     """Kafka's curReassignmentsToString."""
-    lines = []
-    for tp in sorted(ongoing):
-        replicas, adding, removing = ongoing[tp]
-        line = f"{tp_str(tp)}: replicas: {_ints(replicas)}."
-        if adding:
-            line += f" adding: {_ints(adding)}."
-        if removing:
-            line += f" removing: {_ints(removing)}."
-        lines.append(line)
+    lines = [f"{tp_str(tp)}: replicas: {_ints(replicas)}." + (f" adding: {_ints(adding)}." if adding else "")
+             + (f" removing: {_ints(removing)}." if removing else "")
+             for tp, (replicas, adding, removing) in sorted(ongoing.items())]
     return "Current partition reassignments:\n" + "\n".join(lines) if lines else "No partition reassignments found."
 
 
@@ -584,10 +553,13 @@ def _body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     timeout_ms = 10000 if args.timeout is None else args.timeout
     path = args.topics_to_move_json_file if action == "generate" else args.reassignment_json_file
     text = _read(path) if path is not None else ""
-    if action in ("execute", "verify", "cancel"):
-        parse_reassignment_json(text)  # a bad file is refused before connecting
-    elif action == "generate":
-        parse_topics_json(text)
+    # a bad file is refused before connecting
+    if action == "generate":
+        parse_generate_args(text, args.broker_list)
+    elif action == "execute":
+        check_execute_json(parse_reassignment_json(text)[0])
+    elif action in ("verify", "cancel"):
+        parse_reassignment_json(text)
     try:
         with AdminClient(args.bootstrap_server, timeout=30.0, client_id="reassign-partitions-tool") as admin:
             client = ReassignmentClient(admin, 30.0)
