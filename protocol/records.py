@@ -45,6 +45,11 @@ __all__ = [
     "RecordInfo",
     "scan_records",
     "build_batch",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "EndTxnMarker",
+    "build_end_txn_marker",
+    "parse_control_batch",
 ]
 
 HEADER_SIZE = 61
@@ -57,7 +62,10 @@ ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08  # 1 = LogAppendTime
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
+ATTR_DELETE_HORIZON = 0x40  # baseTimestamp holds the delete horizon (the cleaner sets it)
+#: control record types (Kafka's ControlRecordType) of the end-transaction markers
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
@@ -157,11 +165,13 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader, e
         raise CorruptRecordError(f"batch at {pos}: CRC mismatch (stored {h.crc:#010x}, computed {actual:#010x})")
 
 
-def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool = True) -> list[BatchHeader]:
+def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool = True,
+                     topic_partition: str = "") -> list[BatchHeader]:
     """Validate the batches a producer sent for one partition, header and CRC only.
 
     Raises CorruptRecordError for structural/CRC damage (CORRUPT_MESSAGE) and
-    InvalidRecordError for batches Kafka refuses from clients (INVALID_RECORD).
+    InvalidRecordError for batches Kafka refuses from clients (INVALID_RECORD), with
+    Kafka's messages (``topic_partition`` names the partition in them).
     """
     end = len(buf)
     if end == 0:
@@ -178,8 +188,10 @@ def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool =
                 )
             if h.base_offset != 0:
                 raise InvalidRecordError(f"batch at {pos}: base offset {h.base_offset} is not 0")
-            if h.is_control:
-                raise InvalidRecordError(f"batch at {pos}: clients may not send control batches")
+            if h.attributes & ATTR_CONTROL:
+                # transactional data batches are fine; markers come from the coordinator only
+                raise InvalidRecordError(
+                    f"Clients are not allowed to write control records in topic partition {topic_partition}")
         headers.append(h)
         pos += h.size
     return headers
@@ -434,18 +446,21 @@ def build_batch(
     control: bool = False,
     partition_leader_epoch: int = -1,
     offset_deltas: Iterable[int] | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Build one magic-2 batch from (key, value[, headers]) tuples.
 
     ``timestamp`` is one timestamp for all records or one per record. ``offset_deltas``
-    lets compaction keep the original (gapped) offsets.
+    lets compaction keep the original (gapped) offsets. ``delete_horizon_ms`` (the
+    cleaner's) becomes the baseTimestamp with the delete-horizon attribute bit, as Kafka
+    writes it; record timestamps stay what they were (their deltas may go negative).
     """
     records = list(records)
     if not records:
         raise ValueError("a batch needs at least one record")
     timestamps = [timestamp] * len(records) if isinstance(timestamp, int) else list(timestamp)
     deltas = list(range(len(records))) if offset_deltas is None else list(offset_deltas)
-    base_ts = timestamps[0]
+    base_ts = timestamps[0] if delete_horizon_ms is None else delete_horizon_ms
     body = bytearray()
     for rec, ts, delta in zip(records, timestamps, deltas, strict=True):
         key, value = rec[0], rec[1]
@@ -460,6 +475,8 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
+    if delete_horizon_ms is not None:
+        attributes |= ATTR_DELETE_HORIZON
     last_delta = deltas[-1]
     size = HEADER_SIZE + len(body)
     out = bytearray(size)
@@ -472,10 +489,14 @@ def build_batch(
     return bytes(out)
 
 
-def rebuild_batch(h: BatchHeader, records: list[Record], codec: int | None = None) -> bytes:
+def rebuild_batch(h: BatchHeader, records: list[Record], codec: int | None = None, *,
+                  delete_horizon_ms: int | None = None) -> bytes:
     """A batch holding ``records`` with everything else taken from header ``h``: offsets
-    (gaps kept), timestamps, producer id/epoch/sequence, transactional flag, leader epoch.
-    ``codec`` None keeps the batch's own. Compaction and re-compression both need this."""
+    (gaps kept), timestamps, producer id/epoch/sequence, transactional and control flags,
+    leader epoch, delete horizon (or ``delete_horizon_ms``, set by the cleaner). ``codec``
+    None keeps the batch's own. Compaction and re-compression both need this."""
+    if delete_horizon_ms is None and h.attributes & ATTR_DELETE_HORIZON:
+        delete_horizon_ms = h.base_timestamp
     return build_batch(
         [(r.key, r.value, r.headers) for r in records],
         base_offset=h.base_offset,
@@ -486,8 +507,10 @@ def rebuild_batch(h: BatchHeader, records: list[Record], codec: int | None = Non
         producer_epoch=h.producer_epoch,
         base_sequence=h.base_sequence,
         transactional=h.is_transactional,
+        control=h.is_control,
         partition_leader_epoch=h.partition_leader_epoch,
         offset_deltas=[r.offset - h.base_offset for r in records],
+        delete_horizon_ms=delete_horizon_ms,
     )
 
 
@@ -504,3 +527,53 @@ def recompress(buf: bytes | bytearray | memoryview, headers: Iterable[BatchHeade
             out += rebuild_batch(h, list(iter_records(buf, pos)), codec)
         pos += h.size
     return out
+
+
+# --- control batches: end-transaction markers -----------------------------------------
+
+_CONTROL_KEY = struct.Struct(">hh")  # version int16 (0), type int16 (Kafka's ControlRecordType key)
+_END_TXN_VALUE = struct.Struct(">hi")  # version int16 (0), coordinatorEpoch int32 (EndTransactionMarker)
+
+
+class EndTxnMarker(NamedTuple):
+    """What a COMMIT/ABORT control record says (Kafka's EndTransactionMarker)."""
+
+    control_type: int
+    coordinator_epoch: int
+
+    @property
+    def commit(self) -> bool:
+        return self.control_type == CONTROL_COMMIT
+
+
+def build_end_txn_marker(*, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                         timestamp: int, base_offset: int = 0, partition_leader_epoch: int = -1) -> bytes:
+    """The control batch Kafka's MemoryRecords.withEndTransactionMarker writes: transactional
+    and control bits, no sequence, uncompressed, one record with key (version 0, type
+    COMMIT=1/ABORT=0) and value (version 0, coordinatorEpoch), byte for byte."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return build_batch([(key, value)], base_offset=base_offset, timestamp=timestamp, producer_id=producer_id,
+                       producer_epoch=producer_epoch, transactional=True, control=True,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
+def parse_control_batch(batch: bytes | bytearray | memoryview, pos: int = 0) -> EndTxnMarker | None:
+    """The marker in the control batch at ``pos``; None for an empty batch (its
+    transaction was cleaned away) or a control type that is no transaction marker. A key
+    or value too short for its schema is InvalidRecordError, as in Kafka."""
+    for rec in iter_records(batch, pos):
+        if rec.key is None or len(rec.key) < _CONTROL_KEY.size:
+            raise InvalidRecordError("Invalid value size found for end control record key")
+        version, ctype = _CONTROL_KEY.unpack_from(rec.key)
+        if version < 0:
+            raise InvalidRecordError(f"Invalid version found for control record: {version}")
+        if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return None
+        if rec.value is None or len(rec.value) < _END_TXN_VALUE.size:
+            raise InvalidRecordError("Invalid value size found for end transaction marker")
+        vversion, coordinator_epoch = _END_TXN_VALUE.unpack_from(rec.value)
+        if vversion < 0:
+            raise InvalidRecordError(f"Invalid version found for end transaction marker: {vversion}")
+        return EndTxnMarker(ctype, coordinator_epoch)
+    return None

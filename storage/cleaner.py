@@ -3,17 +3,22 @@
 One pass over a partition (:func:`clean_log`):
 
 1. The cleanable range ends at the first *uncleanable* offset: the active segment's
-   base, the high watermark, or the first segment younger than ``min.compaction.lag.ms``.
+   base, the last stable offset (so no open transaction is cleaned), or the first
+   segment younger than ``min.compaction.lag.ms``.
 2. An offset map key -> latest offset is built from the *dirty* part (from the cleaner
    checkpoint to the end of the cleanable range). Keys are raw bytes, so binary keys
-   (``__consumer_offsets``) work.
+   (``__consumer_offsets``) work. Records of aborted transactions are left out.
 3. Closed segments from the log start to the end of the range are rewritten in groups
    (each group fits in ``segment.bytes`` and in int32 relative offsets), keeping a record
    if it is the latest for its key. Batches whose records all survive are copied byte for
    byte; others are rebuilt with the same base offset, offsets, timestamps, producer
    fields and codec. Keyless records are dropped (Kafka does the same). Tombstones (null
-   value) are kept until their segment is older than ``delete.retention.ms``. Control
-   batches are kept as they are.
+   value) are kept until their segment is older than ``delete.retention.ms``.
+   Transactions as Kafka (storage.cleaner_txn): batches of aborted transactions are
+   dropped whole, and COMMIT/ABORT markers are kept until their transaction's data is
+   gone, then for ``delete.retention.ms`` more (a delete horizon written into the
+   marker). Unlike Kafka, an emptied batch is never kept as an empty header to carry
+   its producer's last sequence: the producer-state snapshots carry it.
 4. Crash safety, as in Kafka: the group is written to ``<base>.log.cleaned`` (+ indexes),
    fsynced, renamed to ``.swap``; the old segments are renamed ``.deleted``; the ``.swap``
    files are renamed into place. On load, ``.cleaned`` files are discarded (old segments
@@ -27,16 +32,28 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.errors import CorruptRecordError
-from protocol.records import iter_records, parse_header, rebuild_batch
+from protocol.errors import CorruptRecordError, InvalidRecordError
+from protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BatchHeader,
+    EndTxnMarker,
+    iter_records,
+    parse_control_batch,
+    parse_header,
+    rebuild_batch,
+)
 
 from .checkpoints import fsync_dir
+from .cleaner_txn import CleanedTxnState, control_batch_fate
 from .log import PartitionLog
 from .segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, iter_batches
 
 __all__ = ["CleanerStats", "clean_log", "cleanable_ratio", "first_uncleanable_offset"]
 
 log = logging.getLogger(__name__)
+
+_TXN_BITS = ATTR_TRANSACTIONAL | ATTR_CONTROL
 
 # Tests set this to raise at a named step ("cleaned", "swap", "deleted") to simulate a crash.
 FAULT_HOOK: Callable[[str], None] | None = None
@@ -59,7 +76,7 @@ class CleanerStats:
 
 def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
     """Offsets below this may be compacted (whole segments only)."""
-    limit = min(plog.active_segment.base_offset, plog.high_watermark)
+    limit = min(plog.active_segment.base_offset, plog.last_stable_offset)
     lag = plog.config.min_compaction_lag_ms
     if lag > 0:
         for seg in plog.segments[:-1]:
@@ -100,12 +117,20 @@ def clean_log(plog: PartitionLog, now_ms: int, first_dirty: int = 0, *, max_map_
     stats = CleanerStats()
     offset_map: dict[bytes, int] = {}
     end = first_dirty
+    txn = CleanedTxnState()
     try:
+        txn.add_aborted(plog.aborted_txns(first_dirty, ends[-1]))
         for seg, seg_end in zip(segs, ends, strict=True):
             if seg_end <= first_dirty:
                 continue
             for _, h, view in iter_batches(seg.fd, 0, seg.size):
-                if h.is_control or h.last_offset < first_dirty:
+                if h.attributes & _TXN_BITS:
+                    if h.attributes & ATTR_CONTROL:
+                        txn.on_control_batch(h, _marker(h, view))
+                        continue
+                    if txn.on_data_batch(h):
+                        continue  # aborted: its keys must not hide committed records
+                if h.last_offset < first_dirty:
                     continue
                 for rec in iter_records(view):
                     if rec.key is not None and rec.offset >= first_dirty:
@@ -113,15 +138,20 @@ def clean_log(plog: PartitionLog, now_ms: int, first_dirty: int = 0, *, max_map_
             end = seg_end
             if len(offset_map) >= max_map_entries:
                 break  # the map is full: clean what it covers, the rest next time
-    except CorruptRecordError as e:
+    except (CorruptRecordError, InvalidRecordError) as e:
         log.error("cleaner: skipping %s-%d, corrupt batch: %s", plog.topic, plog.partition, e)
         return None
     stats.end_offset = end
     to_clean = [s for s, e in zip(segs, ends, strict=True) if e <= end]
-    horizon = now_ms - plog.config.delete_retention_ms
+    upper = dict(zip((s.base_offset for s in segs), ends, strict=True))
+    txn = CleanedTxnState()  # the cleaning pass proper meets the transactions afresh
     for group in _group_segments(to_clean, plog.config.segment_bytes):
-        _clean_group(plog, group, offset_map, horizon, stats)
+        _clean_group(plog, group, offset_map, now_ms, stats, txn, upper)
     return stats
+
+
+def _marker(h: BatchHeader, view: memoryview) -> EndTxnMarker | None:
+    return parse_control_batch(view) if h.producer_id >= 0 and h.record_count else None
 
 
 def _group_segments(segs: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
@@ -139,21 +169,36 @@ def _group_segments(segs: list[LogSegment], max_bytes: int) -> list[list[LogSegm
     return groups
 
 
-def _clean_group(plog: PartitionLog, group: list[LogSegment], offset_map: dict[bytes, int], horizon: int,
-                 stats: CleanerStats) -> None:
+def _clean_group(plog: PartitionLog, group: list[LogSegment], offset_map: dict[bytes, int], now_ms: int,
+                 stats: CleanerStats, txn: CleanedTxnState, upper: dict[int, int]) -> None:
     base = group[0].base_offset
     cleaned = LogSegment(plog.dir, base, index_interval_bytes=plog.config.index_interval_bytes, suffix=CLEANED_SUFFIX)
     for p in cleaned.paths():
         _unlink(p)
     cleaned.make_active(plog.config.segment_index_bytes)
+    retention_ms = plog.config.delete_retention_ms
+    horizon = now_ms - retention_ms
+    # kept ABORT markers' transactions: into the new segment's index (the old ones go)
+    txn.cleaned_index = cleaned.txn_index
     for seg in group:
         stats.segments_read += 1
         stats.bytes_read += seg.size
         drop_tombstones = seg.largest_timestamp() < horizon
+        # every aborted transaction with data in this segment, wherever its marker is
+        txn.add_aborted(plog.aborted_txns(seg.base_offset, upper[seg.base_offset]))
         for _, h, view in iter_batches(seg.fd, 0, seg.size):
-            if h.is_control:
-                cleaned.append(bytes(view), [h], h.base_offset)
-                continue
+            if h.attributes & _TXN_BITS:
+                if h.attributes & ATTR_CONTROL:
+                    fate = control_batch_fate(h, txn.on_control_batch(h, _marker(h, view)), now_ms, retention_ms)
+                    if fate is None:
+                        cleaned.append(bytes(view), [h], h.base_offset)
+                    elif fate >= 0:
+                        out = rebuild_batch(h, list(iter_records(view)), delete_horizon_ms=fate)
+                        cleaned.append(out, [parse_header(out)], h.base_offset)
+                    continue
+                if txn.on_data_batch(h):
+                    stats.records_read += h.record_count
+                    continue  # an aborted transaction's batch: dropped whole
             kept = []
             total = 0
             for rec in iter_records(view):

@@ -1,4 +1,4 @@
-"""``krait dump-log``: print segment, index and snapshot files the way Kafka's
+"""``krait dump-log``: print segment, index, ``.txnindex`` and snapshot files the way Kafka's
 kafka-dump-log.sh (DumpLogSegments) prints them, so output can be diffed against Kafka's.
 
     krait dump-log --files 00000000000000000000.log[,...] [--deep-iteration]
@@ -23,6 +23,7 @@ from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_record
 from .errors import CorruptIndexError
 from .index import OffsetIndex, TimeIndex
 from .producer_state import read_snapshot
+from .txn_index import parse_entries
 
 __all__ = ["main"]
 
@@ -233,12 +234,21 @@ def dump_snapshot(path: str, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def dump_txn_index(path: str, out: TextIO) -> int:
+    """Kafka's dumpTxnIndex: one line per aborted transaction (version is always 0)."""
+    with open(path, "rb") as f:
+        for t in parse_entries(f.read(), path):
+            print(f"version: 0 producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                  f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}", file=out)
+    return 0
+
+
 def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Entry point for ``krait dump-log``; returns a process exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
     ap = argparse.ArgumentParser(prog="krait dump-log", description="Dump Kafka log segments, indexes and snapshots.")
-    ap.add_argument("--files", required=True, help="comma-separated list of .log/.index/.timeindex/.snapshot files")
+    ap.add_argument("--files", required=True, help="comma-separated list of .log/.index/.timeindex/.snapshot/.txnindex files")
     ap.add_argument("--deep-iteration", action="store_true", help="print every record, not only batch headers")
     ap.add_argument("--print-data-log", action="store_true", help="print keys and payloads (implies --deep-iteration)")
     ap.add_argument("--verify-index-only", action="store_true", help="check index entries against the log, print mismatches only")
@@ -256,9 +266,11 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
                 status |= dump_time_index(path, args.index_sanity_check, args.verify_index_only, out, err)
             elif path.endswith(".snapshot"):
                 status |= dump_snapshot(path, out, err)
+            elif path.endswith(".txnindex"):
+                status |= dump_txn_index(path, out)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, CorruptIndexError) as e:
             print(f"Cannot read {path}: {e}", file=err)
             status = 1
     return status

@@ -13,6 +13,8 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "RecordTooLargeError",
     "CorruptIndexError",
     "UnexpectedAppendOffsetError",
@@ -45,6 +47,20 @@ class InvalidProducerEpochError(StorageError):
     """A batch carries an epoch older than the producer's current one (fenced)."""
 
     error_code = ErrorCode.invalid_producer_epoch
+
+
+class InvalidTxnStateError(StorageError):
+    """A producer's batch that does not fit its transaction: non-transactional data while
+    its transaction is open, or a transactional batch the coordinator did not verify."""
+
+    error_code = ErrorCode.invalid_txn_state
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A COMMIT/ABORT marker from a coordinator epoch older than one already seen (a zombie
+    coordinator)."""
+
+    error_code = ErrorCode.transaction_coordinator_fenced
 
 
 class RecordTooLargeError(StorageError):

@@ -13,6 +13,10 @@ truncations. The high watermark follows the log end offset, except on a ``replic
 log (cluster mode): there it starts at the checkpointed value, only replication moves it
 up (:meth:`PartitionLog.maybe_increment_high_watermark`), truncation lowers it to the LEO.
 
+Transactions (the LSO, COMMIT/ABORT markers, the ``.txnindex`` of aborted transactions)
+are the mixin storage.log_txn's; the append paths here hand it the batches with the
+transactional or control attribute bit, and only those.
+
 Every OSError on the write path takes this partition (only) offline: later calls raise
 KafkaStorageError until the log is reopened.
 """
@@ -25,7 +29,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.records import BatchHeader, assign_offsets, iter_records
@@ -35,54 +38,20 @@ from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .follower_append import check_offsets, new_epochs, run_end, whole_batches
 from .leader_epoch import LeaderEpochCache
 from .loader import load_log, rebuild_producer_state
+from .log_txn import TransactionalLog
+from .log_types import AppendResult, FileRegion, parse_dir_name
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from .segment import DELETED_SUFFIX, INT32_MAX, LogSegment
+from .transactions import VerificationGuard
 
+# FileRegion, AppendResult and parse_dir_name live in storage.log_types (log_txn needs
+# them too); importers keep finding them here.
 __all__ = ["PartitionLog", "FileRegion", "AppendResult", "parse_dir_name"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """Bytes [position, position+length) of an open segment file: whole batches only.
-
-    ``fd`` stays open until the segment is physically deleted (retention renames to
-    ``.deleted`` first and removes after ``file.delete.delay.ms``).
-    """
-
-    fd: int
-    position: int
-    length: int
-    path: str
-    first_offset: int
-    segment_base_offset: int
-
-    def __len__(self) -> int:
-        return self.length
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    duplicate: bool = False
-
-
-def parse_dir_name(name: str) -> tuple[str, int] | None:
-    """``topic-partition`` -> (topic, partition); None for anything else."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        return None
-    return topic, int(part)
-
-
-class PartitionLog:
+class PartitionLog(TransactionalLog):
     """One partition. Synchronous and single-threaded: the broker calls it from its loop."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
@@ -204,16 +173,19 @@ class PartitionLog:
     # --- append --------------------------------------------------------------------
 
     def append(self, buf: bytearray, headers: list[BatchHeader], *, leader_epoch: int = 0,
-               log_append_time_ms: int | None = None) -> AppendResult:
+               log_append_time_ms: int | None = None, verification_guard: VerificationGuard | None = None,
+               coordinator: bool = False) -> AppendResult:
         """Assign offsets to batches in ``buf``, stamp ``leader_epoch`` into them and write
         them with one pwrite. The batches must have passed
-        :func:`storage.validator.validate_for_append` (sizes included)."""
+        :func:`storage.validator.validate_for_append` (sizes included), or come from a
+        ``coordinator`` (markers: :meth:`append_control_batch`). ``verification_guard``
+        and ``coordinator``: see :meth:`storage.producer_state.ProducerStateManager.prepare`."""
         self._check_online()
         if not headers:
             raise ValueError("append needs at least one batch")
         cfg = self._config
         base = self._leo
-        dup, pending = self.producer_state.prepare(headers, base)
+        dup, pending, txn = self.producer_state.prepare(headers, base, buf, verification_guard, coordinator)
         if dup is not None:
             return AppendResult(dup.first_offset, dup.last_offset, -1, self._log_start, duplicate=True)
         lat = None
@@ -232,7 +204,9 @@ class PartitionLog:
         self._leo = next_offset
         if not self._replicated:
             self._hw = next_offset
-        self.producer_state.apply(pending, next_offset)
+        self.producer_state.apply(pending, next_offset, txn)
+        if txn is not None:
+            self._end_txns(seg, txn)
         self._unflushed_messages += sum(h.record_count for h in headers)
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
@@ -261,8 +235,7 @@ class PartitionLog:
                 run = headers[i:j]
                 seg.append(view[pos : pos + n_bytes], run, h.base_offset)
                 self._leo = run[-1].next_offset
-                for rh in run:
-                    self.producer_state.replay(rh)
+                self._replay_run(seg, view, pos, run)
                 i, pos = j, pos + n_bytes
         except OSError as e:
             raise self._fail(e) from e
@@ -554,8 +527,7 @@ class PartitionLog:
         self.segments = [seg]
         self._bases = [offset]
         self._leo = self._hw = self._log_start = self.recovery_point = offset
-        self.producer_state.producers = {}
-        self.producer_state.map_end_offset = offset
+        self.producer_state.reset(offset)
         try:
             self.epoch_cache.clear()  # after the segments, as Kafka does
         except OSError as e:

@@ -1,4 +1,6 @@
-"""LogSegment: one ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``.log`` file of record batches with its ``.index`` and ``.timeindex``,
+and the ``.txnindex`` of the transactions aborted in it (storage.txn_index; created only
+when there is one).
 
 Files are named by the segment's base offset, 20 digits zero-padded. The ``.log`` holds
 batches exactly as the wire carries them. Index entries are added the way Kafka's
@@ -16,11 +18,12 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, InvalidRecordError
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch, iter_records, parse_header
 
 from .errors import CorruptIndexError
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "LogSegment",
@@ -127,6 +130,7 @@ class LogSegment:
         self.log_path = prefix + LOG_SUFFIX + suffix
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + suffix, base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self._fd = -1
@@ -177,20 +181,22 @@ class LogSegment:
             os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def change_suffix(self, new_suffix: str) -> None:
-        """Rename all three files (e.g. to ``.deleted``); an open fd keeps working."""
+        """Rename all its files (e.g. to ``.deleted``); an open fd keeps working."""
         self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
@@ -200,6 +206,7 @@ class LogSegment:
         self.log_path = prefix + LOG_SUFFIX + new_suffix
         self.offset_index.rename(prefix + INDEX_SUFFIX + new_suffix)
         self.time_index.rename(prefix + TIME_INDEX_SUFFIX + new_suffix)
+        self.txn_index.rename(prefix + TXN_INDEX_SUFFIX + new_suffix)
         self.suffix = new_suffix
 
     def delete(self) -> None:
@@ -395,10 +402,19 @@ class LogSegment:
     # --- recovery / truncation ------------------------------------------------------
 
     def recover(self, max_index_size: int = 10 << 20, on_batch: Callable[[BatchHeader], None] | None = None,
-                start_offset: int | None = None) -> int:
+                start_offset: int | None = None,
+                on_producer_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
         """Re-read every batch with CRC checks, rebuild both indexes, truncate at the first
-        invalid batch. Returns the number of bytes truncated."""
-        return self._rebuild(max_index_size, check=True, on_batch=on_batch, start_offset=start_offset)
+        invalid batch. Returns the number of bytes truncated.
+
+        ``on_producer_batch`` gets each batch that has a producer id, with its bytes: it
+        replays producer state and rebuilds the ``.txnindex``, which is emptied first
+        (Kafka's LogSegment.recover). Without it the ``.txnindex`` only loses the entries
+        of truncated batches."""
+        if on_producer_batch is not None:
+            self.txn_index.reset()
+        return self._rebuild(max_index_size, check=True, on_batch=on_batch, start_offset=start_offset,
+                             on_producer_batch=on_producer_batch)
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes from batch headers (no CRC, no truncation)."""
@@ -408,7 +424,8 @@ class LogSegment:
             self.make_active(10 << 20)
 
     def _rebuild(self, max_index_size: int, *, check: bool, on_batch: Callable[[BatchHeader], None] | None = None,
-                 start_offset: int | None = None) -> int:
+                 start_offset: int | None = None,
+                 on_producer_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
         needed = max(max_index_size, (self.size // max(self.index_interval_bytes, 1) + 2) * 12)
         self.offset_index.open_writable(needed)
         self.time_index.open_writable(needed)
@@ -424,7 +441,7 @@ class LogSegment:
         batches: Iterator = iter_batches(self.fd, 0, size) if check else (
             (p, h, None) for p, h in scan_headers(self.fd, 0, size))
         try:
-            for _pos, h, _ in batches:
+            for _pos, h, view in batches:
                 if h.base_offset < expected or h.last_offset - self.base_offset > INT32_MAX:
                     raise CorruptRecordError(f"batch at {valid}: offset {h.base_offset} is out of order (expected >= {expected})")
                 if h.magic != 2:
@@ -439,7 +456,9 @@ class LogSegment:
                 expected = h.next_offset
                 if on_batch is not None:
                     on_batch(h)
-        except CorruptRecordError as e:
+                if on_producer_batch is not None and h.producer_id >= 0:
+                    on_producer_batch(h, view)
+        except (CorruptRecordError, InvalidRecordError) as e:  # (a marker that does not parse: Kafka's too)
             log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid, e)
         truncated = 0
         if check and size > valid:
@@ -447,6 +466,7 @@ class LogSegment:
             os.ftruncate(self.fd, valid)
             self._size = valid
             log.warning("truncated %d invalid bytes at the end of %s", truncated, self.log_path)
+            self.txn_index.truncate_to(expected)
         self._max_ts, self._offset_of_max_ts = max_ts, off_max
         if max_ts >= 0:
             self.time_index.maybe_append(max_ts, off_max, skip_full_check=True)
@@ -466,6 +486,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.size - pos
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self.fd, pos)
         self._size = pos
         self._max_ts = None

@@ -4,7 +4,9 @@ log (Produce, the group coordinator's ``__consumer_offsets`` appends) is checked
 in one place.
 
 :func:`validate_for_append` checks, in Kafka's order: batch headers and CRC32C
-(:func:`protocol.records.validate_batches`), each batch's size against
+(:func:`protocol.records.validate_batches`, which also refuses control batches with
+INVALID_RECORD: markers come from the transaction coordinator only, while transactional
+data batches are a producer's to send), each batch's size against
 ``max.message.bytes``, keys on compacted topics and timestamps against
 ``message.timestamp.before/after.max.ms`` (KIP-467 record errors), then re-compresses to
 the topic's ``compression.type`` and checks the new sizes again.
@@ -73,7 +75,7 @@ def validate_for_append(records: bytes | bytearray | memoryview, config: LogConf
     Raises :class:`protocol.errors.KafkaError` subclasses: CorruptRecordError /
     InvalidRecordError / CompressionError from the batch checks, RecordTooLargeError,
     RecordValidationError."""
-    headers = validate_batches(records)
+    headers = validate_batches(records, topic_partition=topic_partition)
     max_bytes = config.max_message_bytes
     _check_sizes(headers, max_bytes)
     target = TOPIC_CODECS.get(config.compression_type)

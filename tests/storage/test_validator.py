@@ -76,7 +76,7 @@ def test_header_and_crc_checks():
     assert e.value.error_code == ErrorCode.invalid_record
     with pytest.raises(InvalidRecordError, match="base offset 5 is not 0"):
         _validate(build_batch([(b"k", b"v")], base_offset=5))
-    with pytest.raises(InvalidRecordError, match="control batches"):
+    with pytest.raises(InvalidRecordError, match="Clients are not allowed to write control records in topic partition"):
         _validate(build_batch([(b"k", b"v")], control=True))
 
 
