@@ -68,7 +68,8 @@ class ClusterNode:
         #: called after each sync (the group coordinator follows __consumer_offsets leadership)
         self.listeners: list[Callable[[], None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._sync_pending = False
+        self._sync_handle: asyncio.TimerHandle | None = None
+        self._sync_at = 0.0
         self._known_topics: dict[str, uuid.UUID] = {}
         self._applied_configs: dict[str, dict[str, str]] = {}
         #: bumped on every sync: the Metadata cache key
@@ -149,13 +150,22 @@ class ClusterNode:
             loop.call_soon_threadsafe(self._schedule_sync)
 
     def _schedule_sync(self, delay: float = 0.0) -> None:
-        if self._sync_pending or self.stopped or self.loop is None:
+        """Coalesce sync requests; an earlier one replaces a later pending one (a retry
+        in a second must not delay a change ZooKeeper just reported)."""
+        if self.stopped or self.loop is None:
             return
-        self._sync_pending = True
-        self.loop.call_later(delay, self.sync)
+        at = self.loop.time() + delay
+        if self._sync_handle is not None:
+            if self._sync_at <= at:
+                return
+            self._sync_handle.cancel()
+        self._sync_at = at
+        self._sync_handle = self.loop.call_later(delay, self.sync)
 
     def sync(self) -> None:
-        self._sync_pending = False
+        if self._sync_handle is not None:
+            self._sync_handle.cancel()
+            self._sync_handle = None
         if self.metadata is None or self.stopped:
             return
         try:
