@@ -34,6 +34,7 @@ from .replica_manager import LEADER_EPOCH, ReplicaManager
 from .server import start_listeners
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
+from .txn_driver import TransactionDriver
 
 log = logging.getLogger("krait.broker")
 
@@ -59,6 +60,7 @@ class Broker:
         #: cluster mode: the leader's side of replication (followers' fetches, the ISR)
         self.replication = None
         self.groups: CoordinatorDriver | None = None  # the group coordinator's driver, set at start()
+        self.transactions: TransactionDriver | None = None  # the transaction coordinator's driver, at start()
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
         self._servers: list = []
@@ -96,8 +98,10 @@ class Broker:
         if self.config["zookeeper.connect"]:
             self._join_cluster()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics)
+        self.transactions = TransactionDriver(self)
         if self.cluster is not None:
             self.cluster.listeners.append(self.groups.follow_leadership)
+            self.cluster.listeners.append(self.transactions.follow_leadership)
         self._servers = await start_listeners(self)
         self._timers = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"] / 1000, self.logs.run_retention)),
@@ -212,6 +216,8 @@ class Broker:
             conn.close()
         if self.groups is not None:
             self.groups.stop()
+        if self.transactions is not None:
+            self.transactions.stop()
         if self.logs is not None:
             self.logs.shutdown()
         log.info("Krait stopped cleanly")

@@ -104,6 +104,15 @@ BROKER_KEYS: dict[str, tuple] = {
     "group.max.size": (_int, str(INT_MAX)),
     "max.request.partition.size.limit": (_int, "2000"),
     "transactional.id.expiration.ms": (_int, "604800000"),
+    # transactions (Kafka's TransactionLogConfig / TransactionStateManagerConfig)
+    "transaction.state.log.num.partitions": (_int, "50"),
+    "transaction.state.log.replication.factor": (_int, "3"),
+    "transaction.state.log.min.isr": (_int, "2"),
+    "transaction.state.log.segment.bytes": (_int, "104857600"),
+    "transaction.max.timeout.ms": (_int, "900000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int, "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_int, "3600000"),
+    "transaction.partition.verification.enable": (_bool, "true"),
     "producer.id.expiration.ms": (_int, "86400000"),
     "cluster.id": (_str, None),
     "zookeeper.connect": (_str, None),
@@ -128,8 +137,7 @@ IGNORED_KEYS = {
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
     "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
+    "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.cleaner.threads",
     "group.coordinator.rebalance.protocols",
 }
@@ -197,6 +205,10 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
     "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
     "leader.imbalance.check.interval.seconds": "LONG", "leader.imbalance.per.broker.percentage": "INT", "offsets.commit.timeout.ms": "INT",
+    "transaction.state.log.num.partitions": "INT", "transaction.state.log.segment.bytes": "INT",
+    "transaction.max.timeout.ms": "INT", "transaction.abort.timed.out.transaction.cleanup.interval.ms": "INT",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "INT",
+    "transaction.partition.verification.enable": "BOOLEAN",
 }
 
 _SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (

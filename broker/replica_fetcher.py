@@ -14,11 +14,10 @@ import logging
 import struct
 from collections.abc import Callable
 
-from protocol import apis, framing
 from protocol.apis import ApiKey
-from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
+from .cluster.broker_channel import Peer
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger("krait.replica_fetcher")
@@ -26,29 +25,6 @@ log = logging.getLogger("krait.replica_fetcher")
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 12
 _SIZE = struct.Struct(">i")
-
-
-class _Peer:
-    """One connection to the leader broker (requests strictly one at a time)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.correlation_id = 0
-
-    async def request(self, api_key: int, version: int, client_id: str, **fields):
-        self.correlation_id += 1
-        body = make(apis.request_type(api_key, version), **fields)
-        self.writer.write(framing.encode_request(api_key, version, self.correlation_id, body, client_id=client_id))
-        await self.writer.drain()
-        size = _SIZE.unpack(await self.reader.readexactly(4))[0]
-        frame = await self.reader.readexactly(size)
-        cid, resp = framing.decode_response(api_key, version, frame)
-        if cid != self.correlation_id:
-            raise ConnectionError(f"correlation id {cid} does not match {self.correlation_id}")
-        return resp
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 class ReplicaFetcher:
@@ -68,7 +44,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         m = self.manager
-        peer: _Peer | None = None
+        peer: Peer | None = None
         while True:
             try:
                 if not self.partitions:
@@ -80,7 +56,7 @@ class ReplicaFetcher:
                         await asyncio.sleep(m.backoff_s)
                         continue
                     reader, writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), m.backoff_s * 5)
-                    peer = _Peer(reader, writer)
+                    peer = Peer(reader, writer)
                 if not await self._fetch_once(peer):
                     await asyncio.sleep(min(m.backoff_s, 0.1))
             except asyncio.CancelledError:
@@ -116,7 +92,7 @@ class ReplicaFetcher:
                 partition_max_bytes=self.manager.fetch_max_bytes))
         return topics
 
-    async def _fetch_once(self, peer: _Peer) -> bool:
+    async def _fetch_once(self, peer: Peer) -> bool:
         """One Fetch round trip; False when there was nothing to ask for."""
         m = self.manager
         topics = self._request_partitions()

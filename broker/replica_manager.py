@@ -3,7 +3,8 @@ ReplicaManager with its Partition objects).
 
 Handlers and the group coordinator's driver go through it for every partition operation:
 appending as the partition's leader (validation is storage's, in storage/validator.py),
-reading for Fetch (offset and size limits to a byte region, up to the high watermark),
+reading for Fetch (offset and size limits to a byte region, up to the high watermark, or
+the last stable offset with the aborted transactions for read_committed),
 parking fetches that want more data (the purgatory) and waking them on append, and the
 offset lookups of ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeProducers.
 
@@ -23,9 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.records import iter_headers
 from storage.log import AppendResult, PartitionLog
 from storage.manager import LogManager
 from storage.producer_state import ProducerStateEntry
+from storage.transactions import VerificationGuard
 from storage.validator import validate_for_append
 
 from .partition import Partition
@@ -37,6 +40,8 @@ LEADER_EPOCH = 0
 #: ListOffsets special timestamps
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 NO_LEADER_EPOCH = -1
+#: Fetch and ListOffsets isolation levels (Kafka's IsolationLevel)
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 TopicPartition = tuple[str, int]
 
@@ -49,6 +54,9 @@ class PartitionRead:
     last_stable_offset: int
     log_start_offset: int
     records: bytes
+    #: read_committed: (producer id, first offset) of the transactions aborted in the range
+    #: of ``records`` (empty when none); None for other reads, which Fetch answers as null
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -105,9 +113,11 @@ class ReplicaManager:
 
     # --- append -----------------------------------------------------------------------------
     def append_records(self, topic: str, partition: int, records: bytes | bytearray | memoryview | None,
-                       now_ms: int, *, internal_ok: bool = False, acks: int = 1) -> AppendResult:
+                       now_ms: int, *, internal_ok: bool = False, acks: int = 1,
+                       verification_guard: VerificationGuard | None = None) -> AppendResult:
         """Append a producer's batches as the partition's leader: validate (storage's
-        LogValidator), assign offsets, write, wake fetches parked on the partition."""
+        LogValidator), assign offsets, write, wake fetches parked on the partition.
+        ``verification_guard``: the transaction this append opens was verified (KIP-890)."""
         if topic in INTERNAL_TOPICS and not internal_ok:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
         if records is None:
@@ -129,11 +139,27 @@ class ReplicaManager:
         valid = validate_for_append(records, cfg, now_ms, topic_partition=plog.name,
                                     log_start_offset=plog.log_start_offset)
         result = plog.append(valid.buffer, valid.headers, leader_epoch=epoch,
-                             log_append_time_ms=now_ms if cfg.log_append_time else None)
+                             log_append_time_ms=now_ms if cfg.log_append_time else None,
+                             verification_guard=verification_guard)
         if not result.duplicate:
             if part is not None:
                 part.maybe_increment_high_watermark()  # an ISR of one commits at once
             self.purgatory.notify((topic, partition))
+        return result
+
+    def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, commit: bool) -> AppendResult:
+        """Write a transaction's COMMIT/ABORT control batch as the partition's leader
+        (WriteTxnMarkers); storage raises for a fenced producer or coordinator epoch."""
+        if self.replicated:
+            part = self.leader(topic, partition)
+            plog, epoch = part.log, part.leader_epoch
+        else:
+            part, plog, epoch = None, self.partition(topic, partition), LEADER_EPOCH
+        result = plog.append_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, leader_epoch=epoch)
+        if part is not None:
+            part.maybe_increment_high_watermark()
+        self.purgatory.notify((topic, partition))
         return result
 
     def replicated_to(self, topic: str, partition: int, required_offset: int, epoch: int) -> ErrorCode | None:
@@ -174,16 +200,23 @@ class ReplicaManager:
 
     # --- read -------------------------------------------------------------------------------
     def read(self, plog: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_batch: bool,
-             to_log_end: bool = False) -> PartitionRead:
+             to_log_end: bool = False, read_committed: bool = False) -> PartitionRead:
         """Whole batches from ``fetch_offset`` up to the high watermark (``to_log_end``: up
-        to the log end, for followers), at most ``max_bytes`` unless ``min_one_batch`` (the
-        first partition of a response always gets one whole batch, so a batch larger than
-        the limits still makes progress)."""
+        to the log end, for followers; ``read_committed``: up to the last stable offset,
+        with the aborted transactions of the range read), at most ``max_bytes`` unless
+        ``min_one_batch`` (the first partition of a response always gets one whole batch,
+        so a batch larger than the limits still makes progress).
+
+        Kafka's UnifiedLog.read with FetchIsolation LOG_END / HIGH_WATERMARK /
+        TXN_COMMITTED; the offsets reported are taken before the read, as Kafka does."""
         hw = plog.high_watermark
-        region = plog.read(fetch_offset, max_bytes, max_offset=None if to_log_end else hw,
-                           min_one_batch=min_one_batch)
+        lso = plog.last_stable_offset
+        log_start = plog.log_start_offset
+        max_offset = None if to_log_end else lso if read_committed else hw
+        region = plog.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         data = region.read() if region is not None and region.length > 0 else b""
-        return PartitionRead(hw, hw, plog.log_start_offset, data)
+        aborted = _aborted_transactions(plog, fetch_offset, lso, data) if read_committed else None
+        return PartitionRead(hw, lso, log_start, data, aborted)
 
     async def wait_for_appends(self, partitions: Iterable[TopicPartition], timeout: float) -> bool:
         """Park until one of ``partitions`` is appended to (True) or ``timeout`` passes."""
@@ -198,24 +231,37 @@ class ReplicaManager:
                 self.purgatory.notify(tp)
 
     # --- offsets ----------------------------------------------------------------------------
-    def list_offset(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int = -1
-                    ) -> tuple[int, int, int]:
+    def list_offset(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int = -1,
+                    isolation_level: int | None = READ_UNCOMMITTED) -> tuple[int, int, int]:
         """ListOffsets for one partition: (offset, timestamp, leader epoch). Without tiered
         storage the whole log is local: earliest-local is the log start and latest-tiered
-        finds nothing, as in Kafka."""
+        finds nothing, as in Kafka.
+
+        Kafka's fetchOffsetForTimestamp: the last fetchable offset is the LSO for
+        read_committed, the high watermark for read_uncommitted and the log end for
+        ``isolation_level`` None (a request from a replica rather than a consumer). LATEST
+        answers it; a timestamp lookup finding an offset at or above it finds nothing, since
+        that consumer could not read the record yet."""
         plog = self.partition(topic, partition)
         self.check_leader_epoch(current_leader_epoch, topic, partition)
         epoch = self.leader_epoch_of(topic, partition)
+        if isolation_level is None:
+            last_fetchable = plog.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            last_fetchable = plog.last_stable_offset
+        else:
+            last_fetchable = plog.high_watermark
         if timestamp == LATEST:
-            return plog.high_watermark, -1, epoch
+            return last_fetchable, -1, epoch
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1, epoch
         if timestamp == LATEST_TIERED:
             return -1, -1, NO_LEADER_EPOCH
         found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
-        if found and found[0] >= plog.high_watermark:
-            found = None  # records above the HW are not committed yet: consumers cannot see them
-        return (found[0], found[1], epoch) if found else (-1, -1, epoch)
+        if found is None or found[0] >= last_fetchable:
+            # Kafka answers with its error-response defaults: no offset, no timestamp, no epoch
+            return -1, -1, NO_LEADER_EPOCH
+        return found[0], found[1], epoch
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Move the log start offset to ``offset`` (-1: the high watermark); returns it."""
@@ -235,3 +281,28 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, partition: int) -> list[ProducerStateEntry]:
         return list(self.partition(topic, partition).producer_state.producers.values())
+
+
+def _aborted_transactions(plog: PartitionLog, fetch_offset: int, last_stable_offset: int, data: bytes
+                          ) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the transactions aborted that overlap the batches of
+    ``data`` read from ``fetch_offset``: what a read_committed consumer needs to drop
+    their records (Kafka's LocalLog.addAbortedTransactions).
+
+    Kafka bounds the search with the offset index entry after the bytes read; here the
+    bound is exact, the offset after the last batch read, so the answer is the subset of
+    Kafka's that overlaps the data (the rest is ignored by clients anyway). The header walk
+    that finds it is done only when the cheap question, any aborted transaction between
+    the fetch offset and the LSO, says yes: on a log without aborts a read costs one look
+    at each segment's in-memory index from the fetch offset on, like Kafka's."""
+    if not data:
+        return []
+    maybe = plog.aborted_txns(fetch_offset, last_stable_offset)
+    if not maybe:
+        return []
+    upper = fetch_offset
+    for _, h in iter_headers(data):
+        upper = h.next_offset
+    if upper > last_stable_offset:  # not with batch-aligned LSOs; stay exact whatever happens
+        maybe = plog.aborted_txns(fetch_offset, upper)
+    return [(t.producer_id, t.first_offset) for t in maybe if t.first_offset < upper]

@@ -1,8 +1,7 @@
-"""FindCoordinator (key 10), v0-6: a single broker coordinates every group; in cluster
-mode a group's coordinator is the leader of its __consumer_offsets partition. Transactions are
-not supported yet: a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-and a message saying so (COORDINATOR_NOT_AVAILABLE would be retried until the client's
-timeout)."""
+"""FindCoordinator (key 10), v0-6: the coordinator of a group (key type 0) or of a
+transactional id (key type 1). A single broker coordinates everything; in cluster mode the
+coordinator is the leader of the key's partition of ``__consumer_offsets`` or
+``__transaction_state``. Either topic is created on first use, as Kafka does."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
+from txn_coordinator import TRANSACTION_STATE_TOPIC
 
 from ..group_driver import OFFSETS_TOPIC
 from . import handles
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-TRANSACTIONS_UNSUPPORTED = "Transactions are not supported by this Krait broker (transactional.id refused)"
+
+
+def _not_available(key: str, message: str | None) -> dict:
+    return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                error_message=message)
 
 
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
@@ -32,29 +36,26 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     key_type = getattr(req, "key_type", GROUP_KEY)
 
     def entry(key: str) -> dict:
-        if key_type != GROUP_KEY:
-            # COORDINATOR_NOT_AVAILABLE would be retried until the client's own timeout;
-            # TRANSACTIONAL_ID_AUTHORIZATION_FAILED is the one answer librdkafka and the
-            # Java client treat as fatal at once, and they print the message with it.
-            return dict(key=key, node_id=-1, host="", port=-1,
-                        error_code=ErrorCode.transactional_id_authorization_failed,
-                        error_message=TRANSACTIONS_UNSUPPORTED)
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
+                        error_message=f"Unknown coordinator key type {key_type}")
         if not key:
-            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_group_id,
-                        error_message="The group id is empty")
+            code = ErrorCode.invalid_group_id if key_type == GROUP_KEY else ErrorCode.invalid_request
+            return dict(key=key, node_id=-1, host="", port=-1, error_code=code,
+                        error_message="The group id is empty" if key_type == GROUP_KEY
+                        else "The transactional id is empty")
         try:
-            groups = broker.groups.ready()
-        except KafkaError as exc:  # __consumer_offsets cannot be created now (cluster mode)
-            return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
-                        error_message=exc.message)
+            if key_type == GROUP_KEY:
+                topic, p = OFFSETS_TOPIC, broker.groups.ready().coordinator.partition_for(key)
+            else:
+                topic, p = TRANSACTION_STATE_TOPIC, broker.transactions.ready().coordinator.partition_for(key)
+        except KafkaError as exc:  # the internal topic cannot be created now (cluster mode)
+            return _not_available(key, exc.message)
         if broker.cluster is not None:
-            # the coordinator is the leader of the group's __consumer_offsets partition
-            p = groups.coordinator.partition_for(key)
-            error, leader, *_ = broker.partition_metadata(OFFSETS_TOPIC, p)
+            error, leader, *_ = broker.partition_metadata(topic, p)
             endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers()}.get(leader)
             if error != ErrorCode.none or endpoint is None:
-                return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
-                            error_message=f"The coordinator's partition {OFFSETS_TOPIC}-{p} has no leader")
+                return _not_available(key, f"The coordinator's partition {topic}-{p} has no leader")
             return dict(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none,
                         error_message=None)
         return dict(key=key, node_id=broker.node_id, host=lst.host, port=lst.port, error_code=ErrorCode.none,

@@ -1,7 +1,7 @@
-"""InitProducerId (key 22), v0-5, for idempotent producers: a fresh producer id (allocated from blocks
-persisted in the metadata document) and epoch 0. Transactions are not supported yet:
-a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
-report as a fatal, clearly-named error instead of retrying forever."""
+"""InitProducerId (key 22), v0-5. Without a transactional id: a fresh producer id
+(allocated from blocks persisted in the metadata document, or in ZooKeeper in cluster mode)
+and epoch 0, for idempotent producers. With one: the transaction coordinator's answer
+(epoch bump, fencing of the previous producer, abort of its ongoing transaction)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
 def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    rtype = apis.response_type(ApiKey.INIT_PRODUCER_ID, ctx.version)
     if req.transactional_id is not None:
-        return make(rtype, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
-                    producer_id=-1, producer_epoch=-1)  # InitProducerId has no error message field
+        txns = broker.transactions
+        return txns.call(txns.coordinator.init_producer_id, req)
+    rtype = apis.response_type(ApiKey.INIT_PRODUCER_ID, ctx.version)
     try:
         pid = broker.producer_ids.next_producer_id()
     except KafkaError as exc:  # cluster mode: no id block while ZooKeeper is unreachable

@@ -10,6 +10,7 @@ collateral."""
 from __future__ import annotations
 
 import datetime
+import inspect
 import logging
 import struct
 import time
@@ -18,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.records import ATTR_TRANSACTIONAL, HEADER_SIZE, parse_header
+from storage.transactions import SENTINEL_GUARD
 from storage.validator import RecordValidationError
 
 from . import handles
@@ -33,6 +36,82 @@ log = logging.getLogger("krait.produce")
 
 @handles(ApiKey.PRODUCE, versions=(3, 11), advertised_from=0)
 def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if req.transactional_id is not None and broker.transactions.verification and req.acks in (0, 1, -1):
+        checks = _transactional_partitions(broker, req)
+        if checks:
+            return _verify_then_append(broker, ctx, req, checks)
+    return _append_all(broker, ctx, req, {}, {})
+
+
+def _transactional_partitions(broker: Broker, req: Any) -> dict[tuple[str, int], tuple[int, int, Any]]:
+    """KIP-890 part 1: the partitions whose records open a transaction here, with
+    (producer id, epoch, verification guard): those must be confirmed in the producer's
+    transaction by its coordinator before they are written (Kafka's
+    appendRecordsWithTransactionVerification). A partition whose transaction is already
+    open here needs no question."""
+    out = {}
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            try:
+                h = parse_header(records)
+                if not h.attributes & ATTR_TRANSACTIONAL or h.producer_id < 0:
+                    continue
+                plog = (broker.replicas.leader(td.name, pd.index).log if broker.replicas.replicated
+                        else broker.replicas.partition(td.name, pd.index))
+            except (KafkaError, ProtocolError):
+                continue  # the append reports it
+            guard = plog.maybe_start_transaction_verification(h.producer_id, h.base_sequence, h.producer_epoch)
+            if guard is not SENTINEL_GUARD:
+                out[(td.name, pd.index)] = (h.producer_id, h.producer_epoch, guard)
+    return out
+
+
+# Kafka's translation of verification errors for the produce response (ReplicaManager and
+# AddPartitionsToTxnManager): retriable coordinator trouble becomes NOT_ENOUGH_REPLICAS,
+# which every client retries without a metadata refresh.
+_VERIFY_RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+                               ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                               ErrorCode.not_coordinator})
+
+
+def _produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
+    if code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch, "The producer was fenced by a newer epoch"
+    if code == ErrorCode.transaction_abortable:
+        # Produce v11+ clients understand TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE
+        code = ErrorCode.transaction_abortable if version > 10 else ErrorCode.invalid_txn_state
+        return code, "Partition was not added to the transaction"
+    if code in _VERIFY_RETRIABLE:
+        return (ErrorCode.not_enough_replicas,
+                f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}")
+    return code, f"Transaction verification failed: {code.name}"
+
+
+async def _verify_then_append(broker: Broker, ctx: RequestContext, req: Any, checks: dict) -> Any:
+    partitions = list(checks)
+    pid, epoch, _ = next(iter(checks.values()))
+    if any(c[0] != pid for c in checks.values()):
+        errors = {tp: (ErrorCode.invalid_producer_id_mapping, "Transactional records contained more than one "
+                       "producer ID") for tp in partitions}
+        return await _resolve(_append_all(broker, ctx, req, errors, {}))
+    got = broker.transactions.verify(req.transactional_id, pid, epoch, partitions)
+    if not isinstance(got, dict):
+        got = await got
+    errors = {tp: _produce_error(code, ctx.version) for tp, code in got.items() if code != ErrorCode.none}
+    guards = {tp: g for tp, (_, _, g) in checks.items() if tp not in errors}
+    return await _resolve(_append_all(broker, ctx, req, errors, guards))
+
+
+async def _resolve(result: Any) -> Any:
+    return await result if inspect.isawaitable(result) else result
+
+
+def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, guards: dict) -> Any:
+    """Append every partition (``preset``: (error, message) of partitions refused before,
+    ``guards``: verification guards of transactions opened here) and answer."""
     acks = req.acks
     now_ms = int(time.time() * 1000)
     bad_acks = acks not in (0, 1, -1)
@@ -46,11 +125,16 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         parts = []
         for pd in td.partition_data:
             entry = dict(index=pd.index, error_code=ErrorCode.none, base_offset=-1, log_start_offset=-1)
+            refused = preset.get((td.name, pd.index)) if preset else None
             if bad_acks:
                 entry["error_code"] = ErrorCode.invalid_required_acks
+            elif refused is not None:
+                entry["error_code"], entry["error_message"] = refused
+                any_error = True
             else:
                 try:
-                    res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms, acks=acks)
+                    res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms, acks=acks,
+                                                         verification_guard=guards.get((td.name, pd.index)))
                     if replicated and acks == -1:
                         tp = (td.name, pd.index)
                         waits.append((tp, res.last_offset + 1, broker.replicas.leader_epoch_of(*tp)))

@@ -1,0 +1,84 @@
+"""Requests from this broker to another one (Kafka's inter-broker send threads, e.g. the
+transaction marker channel): one connection per peer broker, requests on it strictly one
+at a time, reconnected on the next request after any failure.
+
+The replica fetchers keep their own connections (a fetch long-polls; it must not hold up
+a marker), but speak through the same :class:`Peer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from protocol import apis, framing
+from protocol.build import make
+
+log = logging.getLogger("krait.broker_channel")
+
+_SIZE = struct.Struct(">i")
+
+
+class Peer:
+    """One connection to another broker (requests strictly one at a time)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation_id = 0
+
+    async def request(self, api_key: int, version: int, client_id: str, **fields: Any) -> Any:
+        self.correlation_id += 1
+        body = make(apis.request_type(api_key, version), **fields)
+        self.writer.write(framing.encode_request(api_key, version, self.correlation_id, body, client_id=client_id))
+        await self.writer.drain()
+        size = _SIZE.unpack(await self.reader.readexactly(4))[0]
+        frame = await self.reader.readexactly(size)
+        cid, resp = framing.decode_response(api_key, version, frame)
+        if cid != self.correlation_id:
+            raise ConnectionError(f"correlation id {cid} does not match {self.correlation_id}")
+        return resp
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class BrokerChannel:
+    """Sends requests to peer brokers by id; ``endpoint_of(broker_id)`` says where they are."""
+
+    def __init__(self, broker_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 timeout_s: float = 30.0) -> None:
+        self.broker_id = broker_id
+        self.endpoint_of = endpoint_of
+        self.timeout_s = timeout_s
+        self._peers: dict[int, Peer] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def request(self, broker_id: int, api_key: int, version: int, **fields: Any) -> Any:
+        """Send one request to ``broker_id`` and return its decoded response. Raises
+        ConnectionError (unknown or unreachable broker), OSError or TimeoutError; the
+        connection is dropped then, and the next request opens a new one."""
+        lock = self._locks.setdefault(broker_id, asyncio.Lock())
+        async with lock:
+            peer = self._peers.get(broker_id)
+            try:
+                if peer is None:
+                    endpoint = self.endpoint_of(broker_id)
+                    if endpoint is None:
+                        raise ConnectionError(f"broker {broker_id} is not registered")
+                    reader, writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), self.timeout_s)
+                    peer = self._peers[broker_id] = Peer(reader, writer)
+                return await asyncio.wait_for(
+                    peer.request(api_key, version, f"broker-{self.broker_id}", **fields), self.timeout_s)
+            except BaseException:
+                dropped = self._peers.pop(broker_id, None)
+                if dropped is not None:
+                    dropped.close()
+                raise
+
+    def close(self) -> None:
+        for peer in self._peers.values():
+            peer.close()
+        self._peers.clear()

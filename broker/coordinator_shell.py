@@ -1,0 +1,123 @@
+"""What every coordinator driver does on the event loop (the group and the transaction
+coordinators are pure state machines with an injected clock and log): turn an
+operation's ``respond`` callback into a value or an awaitable for the connection, hold the
+answer until the records the operation wrote are replicated (cluster mode: Kafka appends
+coordinator records with acks=all), and run the core's timers when it says they are due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+from .replica_manager import ReplicaManager
+
+TopicPartition = tuple[str, int]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorShell:
+    """Subclasses provide ``next_deadline_ms()`` and ``poll()`` of their core, and record
+    each append of the running operation with :meth:`appended`."""
+
+    def __init__(self, replicas: ReplicaManager, commit_timeout_s: float, log: logging.Logger) -> None:
+        self.replicas = replicas
+        self.commit_timeout_s = commit_timeout_s
+        self.log = log
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._stopped = False
+        #: cluster mode: (partition, next offset, leader epoch) of appends made by the current call
+        self._appended: list[tuple[TopicPartition, int, int]] = []
+
+    # --- to implement ---------------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        raise NotImplementedError
+
+    def poll(self) -> None:
+        raise NotImplementedError
+
+    # --- appends --------------------------------------------------------------------------
+    def appended(self, tp: TopicPartition, next_offset: int) -> None:
+        """Note an append of the running operation: its answer waits for the ISR to have it."""
+        if self.replicas.replicated:
+            self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
+
+    # --- calling the core -----------------------------------------------------------------
+    def call(self, op: Callable[..., None], req: Any, **kwargs: Any) -> Any:
+        """Run one core operation; returns the response, or a Future of it."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def respond(resp: Any) -> None:
+            if not fut.done():
+                fut.set_result(resp)
+
+        self._appended = []
+        try:
+            op(req, respond, **kwargs)
+        finally:
+            appended, self._appended = self._appended, []
+        self.reschedule()
+        if appended:
+            return self._after_replication(fut, appended)
+        if fut.done():
+            return fut.result()
+        return fut
+
+    async def replicated(self, appended: list[tuple[TopicPartition, int, int]]) -> bool:
+        """Wait until the ISR holds these appends (or the commit timeout); True when it does."""
+        codes = await self.replicas.wait_for_high_watermark(appended, self.commit_timeout_s)
+        bad = {tp: c for tp, c in codes.items() if c != ErrorCode.none}
+        if bad:
+            self.log.warning("coordinator records not replicated: %s",
+                             {f"{t}-{p}": c.name for (t, p), c in bad.items()})
+        return not bad
+
+    async def _after_replication(self, fut: asyncio.Future, appended: list) -> Any:
+        await self.replicated(appended)
+        return await fut
+
+    # --- timers ---------------------------------------------------------------------------
+    def reschedule(self) -> None:
+        if self._stopped:
+            return
+        nxt = self.next_deadline_ms()
+        if nxt is None:
+            return
+        loop = asyncio.get_running_loop()
+        at = loop.time() + max(0.0, (nxt - now_ms()) / 1000)
+        if self._timer is not None and self._timer_at is not None and self._timer_at <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = loop.call_at(at, self._fire)
+
+    def reschedule_soon(self) -> None:
+        try:
+            self.reschedule()
+        except RuntimeError:
+            pass  # no running loop (tools opening storage): nothing to schedule
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        try:
+            self.poll()
+        except Exception:
+            self.log.exception("coordinator timer failed")
+        self.reschedule()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()

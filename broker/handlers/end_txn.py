@@ -1,0 +1,22 @@
+"""EndTxn (key 26), v0-4: commit or abort. Answered once PrepareCommit/PrepareAbort is in
+``__transaction_state`` (replicated, in cluster mode); the markers follow. v5 belongs to
+transaction protocol v2 (KIP-890 part 2), which Krait does not advertise, so clients use
+v1 of the protocol and never send it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol.apis import ApiKey
+
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
+@handles(ApiKey.END_TXN, versions=(0, 4))
+def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    txns = broker.transactions
+    return txns.call(txns.coordinator.end_txn, req)

@@ -1,0 +1,345 @@
+"""Drives the pure TransactionCoordinator from the event loop: creates and replays
+``__transaction_state``, persists the coordinator's records into it, writes transaction
+markers (locally, or with WriteTxnMarkers to the partition's leader in cluster mode),
+verifies transactional produces (KIP-890 part 1) and runs the coordinator's timers.
+
+In cluster mode the coordinator of a transactional id is the leader of its
+``__transaction_state`` partition, with that partition's leader epoch as coordinator
+epoch: the driver loads a partition when this broker becomes its leader and drops it when
+leadership moves (:meth:`TransactionDriver.follow_leadership`). Answers that wrote records
+wait until the ISR has them, and markers are sent only once PrepareCommit/PrepareAbort is
+replicated (Kafka sends them from the append's acks=all callback): a coordinator that dies
+before then leaves an Ongoing transaction, which its successor aborts, and never a
+transaction committed on some partitions but not prepared in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.records import build_batch, iter_headers, iter_records
+from txn_coordinator import (
+    TRANSACTION_STATE_TOPIC,
+    MarkerRequest,
+    MarkerResults,
+    TopicPartition,
+    TransactionConfig,
+    TransactionCoordinator,
+)
+
+from .coordinator_shell import CoordinatorShell, now_ms
+from .group_driver import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("krait.transactions")
+
+WRITE_TXN_MARKERS_VERSION = 1
+ADD_PARTITIONS_VERIFY_VERSION = 4
+
+Verified = dict[tuple[str, int], ErrorCode]
+
+
+class TransactionDriver(CoordinatorShell):
+    def __init__(self, broker: Broker) -> None:
+        cfg = broker.config
+        super().__init__(broker.replicas, cfg["offsets.commit.timeout.ms"] / 1000, log)
+        self.broker = broker
+        self.registry = broker.registry
+        self.topics = broker.topics
+        self.config = TransactionConfig.from_properties(cfg.values)
+        self.verification = bool(cfg["transaction.partition.verification.enable"])
+        self.coordinator = TransactionCoordinator(
+            self.config, now_ms, self, broker.producer_ids, _MarkerSender(self),
+            partition_for_group=broker.groups.coordinator.partition_for,
+            partition_exists=self._partition_exists)
+        self._channel = None
+        self._tasks: set[asyncio.Task] = set()
+        #: cluster mode: the leader epoch each served __transaction_state partition was loaded at
+        self._epochs: dict[int, int] = {}
+        self.topics.internal_topic_creators[TRANSACTION_STATE_TOPIC] = self.ensure_topic
+        if self.replicas.replicated:
+            from .cluster.broker_channel import BrokerChannel
+
+            self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of)
+            self.follow_leadership()
+        elif self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
+            self._load_all()
+
+    # --- the core's interfaces ------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        return self.coordinator.next_deadline_ms()
+
+    def poll(self) -> None:
+        self.coordinator.poll()
+
+    def append(self, partition: int, records: list) -> None:
+        """TransactionStateLog: one uncompressed batch into __transaction_state-<partition>."""
+        batch = build_batch(records, timestamp=now_ms())
+        res = self.replicas.append_records(TRANSACTION_STATE_TOPIC, partition, bytearray(batch), now_ms(),
+                                           internal_ok=True, acks=-1)
+        self.appended((TRANSACTION_STATE_TOPIC, partition), res.last_offset + 1)
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.registry.get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
+    # --- __transaction_state ----------------------------------------------------------------
+    def ready(self) -> TransactionDriver:
+        """The driver, with __transaction_state created (FindCoordinator creates it on first use)."""
+        self.ensure_topic()
+        return self
+
+    def ensure_topic(self) -> None:
+        if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        # as Kafka: transaction.state.log.replication.factor, never more than the live brokers
+        rf = max(1, min(self.config.transaction_state_log_replication_factor, len(self.topics.live_brokers())))
+        configs = self.config.topic_configs()
+        if rf < self.config.transaction_state_log_min_isr:
+            configs["min.insync.replicas"] = str(rf)  # a single broker must still write its state
+        try:
+            self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions,
+                                     configs, replication_factor=rf)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.topic_already_exists:
+                raise
+        if self.replicas.replicated:
+            self.follow_leadership()
+            return
+        for p in range(self.config.transaction_state_log_num_partitions):
+            self.coordinator.start_loading(p, 0)
+            self.coordinator.finished_loading(p)
+
+    def _load_all(self) -> None:
+        t0 = time.monotonic()
+        info = self.registry.get(TRANSACTION_STATE_TOPIC)
+        total = 0
+        for p in range(info.partitions):
+            total += self._load(p, 0, to_log_end=False)
+        log.info("loaded %d transactional ids from %d %s records in %.3fs", len(self.coordinator.transactions()),
+                 total, TRANSACTION_STATE_TOPIC, time.monotonic() - t0)
+        self.reschedule_soon()
+
+    def _load(self, partition: int, coordinator_epoch: int, *, to_log_end: bool) -> int:
+        plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        self.coordinator.start_loading(partition, coordinator_epoch)
+        records = list(_read_records(plog, plog.log_end_offset if to_log_end else None)) if plog is not None else []
+        self.coordinator.load_partition(partition, records)
+        self.coordinator.finished_loading(partition)
+        return len(records)
+
+    def follow_leadership(self) -> None:
+        """Cluster mode, after every metadata change: coordinate exactly the ids of the
+        __transaction_state partitions this broker leads, at their leader epochs."""
+        led = {tp[1]: part.leader_epoch for tp, part in self.replicas.partitions.items()
+               if tp[0] == TRANSACTION_STATE_TOPIC and part.is_leader}
+        served = self.coordinator.served_partitions()
+        for p in sorted(served - set(led)):
+            self._epochs.pop(p, None)
+            n = self.coordinator.unload_partition(p)
+            log.info("%s-%d moved away: unloaded %d transactional ids", TRANSACTION_STATE_TOPIC, p, n)
+        for p, epoch in sorted(led.items()):
+            if p in served and self._epochs.get(p) == epoch:
+                continue
+            self._epochs[p] = epoch
+            # the new leader's log is the truth now: load all of it, up to its end
+            n = self._load(p, epoch, to_log_end=True)
+            log.info("leading %s-%d at epoch %d: loaded %d records", TRANSACTION_STATE_TOPIC, p, epoch, n)
+        self.reschedule_soon()
+
+    # --- requests -----------------------------------------------------------------------------
+    def coordinator_of(self, transactional_id: str) -> tuple[int, int]:
+        """(__transaction_state partition, coordinator broker id or -1) of a transactional id."""
+        p = self.coordinator.partition_for(transactional_id)
+        if not self.replicas.replicated:
+            return p, self.broker.node_id
+        error, leader, *_ = self.broker.partition_metadata(TRANSACTION_STATE_TOPIC, p)
+        return p, leader if error == ErrorCode.none else -1
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions: list[tuple[str, int]]) -> Verified | Awaitable[Verified]:
+        """KIP-890 verification: is each partition in the producer's ongoing transaction?
+        NONE when it is. Asks the coordinator here, or with AddPartitionsToTxn v4
+        (verify_only) the broker that coordinates the id."""
+        p, leader = self.coordinator_of(transactional_id)
+        if leader == self.broker.node_id and p in self.coordinator.served_partitions():
+            got = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                     [TopicPartition(t, q) for t, q in partitions])
+            return {(tp.topic, tp.partition): code for tp, code in got.items()}
+        if self._channel is None or leader < 0:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if leader == self.broker.node_id:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_load_in_progress)
+        return self._verify_remote(leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    async def _verify_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]]) -> Verified:
+        topics: dict[str, list[int]] = {}
+        for t, q in partitions:
+            topics.setdefault(t, []).append(q)
+        try:
+            resp = await self._channel.request(
+                leader, ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_VERIFY_VERSION, transactions=[dict(
+                    transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+                    verify_only=True, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])])
+        except (OSError, ConnectionError, TimeoutError, EOFError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            log.info("verifying %s with broker %d failed: %s", transactional_id, leader, exc)
+            return dict.fromkeys(partitions, ErrorCode.network_exception)
+        out: Verified = dict.fromkeys(partitions, ErrorCode(resp.error_code) if resp.error_code
+                                      else ErrorCode.unknown_server_error)
+        for res in resp.results_by_transaction:
+            for tr in res.topic_results:
+                for pr in tr.results_by_partition:
+                    out[(tr.name, pr.partition_index)] = ErrorCode(pr.partition_error_code)
+        return out
+
+    # --- markers ---------------------------------------------------------------------------------
+    def write_markers_locally(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                              partitions: list[tuple[str, int]]) -> tuple[dict[tuple[str, int], ErrorCode],
+                                                                        list[tuple[tuple[str, int], int, int]]]:
+        """Append the markers this broker leads (WriteTxnMarkers' work): per partition the
+        error code, and the appends to wait for before answering (cluster mode). A marker in
+        __consumer_offsets also completes the group's pending transactional offsets."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        waits = []
+        for tp in partitions:
+            try:
+                res = self.replicas.append_marker(tp[0], tp[1], producer_id, producer_epoch, coordinator_epoch, commit)
+            except KafkaError as exc:  # storage's errors are KafkaErrors with Kafka's codes
+                results[tp] = exc.error_code
+                continue
+            results[tp] = ErrorCode.none
+            if self.replicas.replicated:
+                waits.append((tp, res.last_offset + 1, self.replicas.leader_epoch_of(*tp)))
+            if tp[0] == OFFSETS_TOPIC:
+                complete = getattr(self.broker.groups, "complete_transaction", None)
+                if complete is not None:
+                    complete(tp[1], producer_id, commit)
+        return results, waits
+
+    def send_markers(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None]) -> None:
+        """MarkerSender: single node, written at once; cluster mode, after the transaction's
+        Prepare* record is replicated, locally and to the other leaders."""
+        pending = list(self._appended)
+        if not self.replicas.replicated:
+            tps = [(tp.topic, tp.partition) for tp in request.partitions]
+            live = [tp for tp in tps if self._partition_exists(*tp)]
+            # a deleted partition needs no marker (None), as Kafka skips it
+            results: dict[TopicPartition, ErrorCode | None] = {TopicPartition(*tp): None for tp in tps
+                                                               if tp not in live}
+            codes, _ = self.write_markers_locally(request.producer_id, request.producer_epoch,
+                                                  request.coordinator_epoch, request.committed, live)
+            results.update({TopicPartition(*tp): c for tp, c in codes.items()})
+            on_complete(results)
+            return
+        task = asyncio.ensure_future(self._send_cluster(request, on_complete, pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_cluster(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None],
+                            prepared: list) -> None:
+        results: dict[TopicPartition, ErrorCode | None] = {}
+        try:
+            if prepared and not await self.replicated(prepared):
+                # the Prepare* record may be lost: send nothing now, the coordinator retries
+                on_complete({tp: ErrorCode.not_enough_replicas for tp in request.partitions})
+                return
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for tp in request.partitions:
+                if not self._partition_exists(tp.topic, tp.partition):
+                    results[tp] = None  # deleted: no marker needed
+                    continue
+                error, leader, *_ = self.broker.partition_metadata(tp.topic, tp.partition)
+                if error != ErrorCode.none or leader < 0:
+                    results[tp] = ErrorCode.not_leader_or_follower
+                    continue
+                by_leader.setdefault(leader, []).append((tp.topic, tp.partition))
+            jobs = [self._markers_on(leader, request, tps) for leader, tps in by_leader.items()]
+            for got in await asyncio.gather(*jobs):
+                results.update({TopicPartition(*tp): c for tp, c in got.items()})
+        except Exception:
+            log.exception("sending the markers of %s failed", request.transactional_id)
+        finally:
+            try:
+                on_complete(results)
+            finally:
+                self.reschedule_soon()
+
+    async def _markers_on(self, leader: int, request: MarkerRequest, tps: list[tuple[str, int]]
+                          ) -> dict[tuple[str, int], ErrorCode]:
+        if leader == self.broker.node_id:
+            codes, waits = self.write_markers_locally(request.producer_id, request.producer_epoch,
+                                                      request.coordinator_epoch, request.committed, tps)
+            if waits:
+                got = await self.replicas.wait_for_high_watermark(waits, self.commit_timeout_s)
+                codes.update({tp: c for tp, c in got.items() if c != ErrorCode.none})
+            return codes
+        topics: dict[str, list[int]] = {}
+        for t, q in tps:
+            topics.setdefault(t, []).append(q)
+        try:
+            resp = await self._channel.request(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, markers=[dict(
+                producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+                transaction_result=request.committed, coordinator_epoch=request.coordinator_epoch,
+                topics=[dict(name=t, partition_indexes=ps) for t, ps in topics.items()])])
+        except (OSError, ConnectionError, TimeoutError, EOFError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            log.info("markers of %s to broker %d failed: %s", request.transactional_id, leader, exc)
+            return {}  # not reached: the coordinator sends them again
+        out = {}
+        for m in resp.markers:
+            for t in m.topics:
+                for pr in t.partitions:
+                    out[(t.name, pr.partition_index)] = ErrorCode(pr.error_code)
+        return out
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        super().stop()
+        for t in self._tasks:
+            t.cancel()
+        if self._channel is not None:
+            self._channel.close()
+
+
+class _MarkerSender:
+    """The coordinator's MarkerSender, bound to the driver."""
+
+    def __init__(self, driver: TransactionDriver) -> None:
+        self._driver = driver
+
+    def send(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None]) -> None:
+        self._driver.send_markers(request, on_complete)
+
+
+def _read_records(plog: Any, end: int | None = None):
+    """(offset, key, value) of every record of a __transaction_state partition up to ``end``
+    (default: the high watermark)."""
+    offset = plog.log_start_offset
+    end = plog.high_watermark if end is None else end
+    while offset < end:
+        region = plog.read(offset, 8 << 20, max_offset=end)
+        if region is None or region.length == 0:
+            break
+        data = region.read()
+        last = offset
+        for pos, h in iter_headers(data):
+            last = h.next_offset
+            if h.is_control:
+                continue
+            try:
+                for rec in iter_records(data, pos):
+                    if rec.offset >= offset:
+                        yield rec.offset, rec.key, rec.value
+            except ProtocolError as exc:
+                log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
+        if last <= offset:
+            break
+        offset = last
