@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 log = logging.getLogger("krait.transactions")
+
+#: Test-only crash points (tests/transactions kill the broker exactly there): the broker
+#: SIGKILLs itself when this environment variable names a point it reaches.
+FAULT_ENV = "KRAIT_TXN_CRASH_AT"
 
 WRITE_TXN_MARKERS_VERSION = 1
 ADD_PARTITIONS_VERIFY_VERSION = 4
@@ -210,7 +216,9 @@ class TransactionDriver(CoordinatorShell):
         __consumer_offsets also completes the group's pending transactional offsets."""
         results: dict[tuple[str, int], ErrorCode] = {}
         waits = []
-        for tp in partitions:
+        for i, tp in enumerate(partitions):
+            if i == 1:
+                _maybe_crash("after-first-marker")
             try:
                 res = self.replicas.append_marker(tp[0], tp[1], producer_id, producer_epoch, coordinator_epoch, commit)
             except KafkaError as exc:  # storage's errors are KafkaErrors with Kafka's codes
@@ -229,6 +237,7 @@ class TransactionDriver(CoordinatorShell):
         """MarkerSender: single node, written at once; cluster mode, after the transaction's
         Prepare* record is replicated, locally and to the other leaders."""
         pending = list(self._appended)
+        _maybe_crash("after-prepare")
         if not self.replicas.replicated:
             tps = [(tp.topic, tp.partition) for tp in request.partitions]
             live = [tp for tp in tps if self._partition_exists(*tp)]
@@ -307,6 +316,12 @@ class TransactionDriver(CoordinatorShell):
             t.cancel()
         if self._channel is not None:
             self._channel.close()
+
+
+def _maybe_crash(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        log.warning("%s=%s: killing this broker", FAULT_ENV, point)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _MarkerSender:
