@@ -1,4 +1,4 @@
-"""The `krait` command: serve | topics | groups | log-dirs | reassign-partitions | dump-log | perf."""
+"""The `krait` command: serve | topics | groups | transactions | log-dirs | reassign-partitions | dump-log | perf."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from storage import dump_log
 
 from .config import BrokerConfig, ConfigError, read_properties
-from .tools import groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli
+from .tools import groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli, transactions_cli
 
 log = logging.getLogger("krait")
 
@@ -103,16 +103,18 @@ def main(argv: list[str] | None = None) -> int:
         "serve": serve,
         "topics": topics_cli.main,
         "groups": groups_cli.main,
+        "transactions": transactions_cli.main,
         "log-dirs": log_dirs_cli.main,
         "reassign-partitions": reassign_cli.main,
         "dump-log": dump_log.main,
         "perf": perf.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,log-dirs,reassign-partitions,dump-log,perf} [options]\n"
+        print("usage: krait {serve,topics,groups,transactions,log-dirs,reassign-partitions,dump-log,perf} [options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
               "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
+              "  transactions  list/describe transactions, find and abort hanging ones (like kafka-transactions.sh)\n"
               "  log-dirs   describe log dirs: replica sizes, lag, future replicas (like kafka-log-dirs.sh)\n"
               "  reassign-partitions  generate/execute/verify/cancel/list partition reassignments "
               "(like kafka-reassign-partitions.sh)\n"

@@ -7,19 +7,31 @@ partition: the driver loads a partition's groups when this broker becomes its le
 drops them when leadership moves (:meth:`CoordinatorDriver.follow_leadership`), and a
 response that wrote records waits until the ISR has them (Kafka appends group records
 with acks=all), so a commit that was answered survives the loss of this broker.
+
+Transactions: TxnOffsetCommit first asks the transaction coordinator whether the group's
+``__consumer_offsets`` partition is in the producer's transaction (KIP-890, unless the
+transaction is open there already), then appends the offsets as a transactional batch of
+the producer carrying the verification guard (:meth:`CoordinatorDriver.txn_offset_commit`).
+The transaction driver calls :meth:`CoordinatorDriver.complete_transaction` after writing a
+marker into ``__consumer_offsets``; the replay hands the coordinator each record's producer
+and the markers, so that offsets of open transactions are pending again after a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Iterator
+from typing import Any, Protocol
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
+from coordinator.loader import LoadItem, TxnMarker
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
-from protocol.records import build_batch, iter_headers, iter_records
+from protocol.records import NO_SEQUENCE, build_batch, iter_headers, iter_records, parse_control_batch
+from storage.transactions import SENTINEL_GUARD, VerificationGuard
 
 from .config import BrokerConfig
 from .replica_manager import ReplicaManager
@@ -33,6 +45,18 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+Verified = dict[tuple[str, int], ErrorCode]
+
+
+class TransactionVerifier(Protocol):
+    """What TxnOffsetCommit needs of the transaction coordinator's driver (KIP-890)."""
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions: list[tuple[str, int]]) -> Verified | Awaitable[Verified]:
+        """Per partition NONE when it is in the producer's ongoing transaction, else why not."""
+        ...
 
 
 class CoordinatorDriver:
@@ -49,6 +73,9 @@ class CoordinatorDriver:
         self._stopped = False
         #: cluster mode: (partition, next offset, epoch) of appends made by the current call
         self._appended: list[tuple[tuple[str, int], int, int]] = []
+        #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
+        #: transactional append must carry (set only around that call)
+        self._guards: dict[tuple[int, int], VerificationGuard] = {}
         topics.internal_topic_creators[OFFSETS_TOPIC] = self.ensure_topic
         if replicas.replicated:
             self.coordinator.serve_only(())  # none until this broker leads a partition
@@ -129,7 +156,9 @@ class CoordinatorDriver:
             pass  # no running loop (tools opening storage): nothing to schedule
 
     @staticmethod
-    def _read_partition(plog, end: int | None = None):
+    def _read_partition(plog, end: int | None = None) -> Iterator[LoadItem]:
+        """What the coordinator replays: (offset, key, value, producer id, transactional)
+        per record, and a TxnMarker per COMMIT/ABORT control batch."""
         offset = plog.log_start_offset
         end = plog.high_watermark if end is None else end
         while offset < end:
@@ -141,11 +170,21 @@ class CoordinatorDriver:
             for pos, h in iter_headers(data):
                 last = h.next_offset
                 if h.is_control:
+                    if h.producer_id >= 0 and h.base_offset >= offset:
+                        try:
+                            marker = parse_control_batch(data, pos)
+                        except ProtocolError as exc:
+                            log.warning("skipping unreadable control batch at offset %d of %s: %s",
+                                        h.base_offset, plog, exc)
+                            continue
+                        if marker is not None:
+                            yield TxnMarker(h.base_offset, h.producer_id, marker.commit)
                     continue
+                txn = h.is_transactional
                 try:
                     for rec in iter_records(data, pos):
                         if rec.offset >= offset:
-                            yield rec.offset, rec.key, rec.value
+                            yield rec.offset, rec.key, rec.value, h.producer_id, txn
                 except ProtocolError as exc:
                     # A damaged batch in the offsets log must never stop the broker.
                     log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
@@ -154,13 +193,84 @@ class CoordinatorDriver:
             offset = last
 
     # --- OffsetsLog protocol ------------------------------------------------------------------
-    def append(self, partition: int, records: list) -> None:
+    def append(self, partition: int, records: list, *, producer_id: int = -1, producer_epoch: int = -1) -> int:
         # A KafkaError raised here carries the error code the coordinator maps for clients.
-        batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms())
-        res = self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True)
+        # With a producer: Kafka's transactional batch (no sequence), which opens or extends
+        # the producer's transaction on the partition until the marker.
+        txn = producer_id >= 0
+        batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms(), producer_id=producer_id,
+                            producer_epoch=producer_epoch, transactional=txn)
+        guard = self._guards.get((partition, producer_id)) if txn else None
+        res = self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True,
+                                           verification_guard=guard, origin_coordinator=True)
         if self.replicas.replicated:
             self._appended.append(((OFFSETS_TOPIC, partition), res.last_offset + 1,
                                    self.replicas.leader_epoch_of(OFFSETS_TOPIC, partition)))
+        return res.base_offset
+
+    # --- transactions -------------------------------------------------------------------------
+    def txn_offset_commit(self, req: Any, transactions: TransactionVerifier | None = None) -> Any:
+        """TxnOffsetCommit: unless ``transactions`` is None or has verification off, confirm
+        with it that the group's __consumer_offsets partition is in the producer's
+        transaction (Kafka's maybeStartTransactionVerification: not asked when the
+        transaction is open on the partition already), then write. Returns the response
+        or an awaitable of it."""
+        core = self.coordinator
+        partition = core.txn_offset_commit_partition(req)
+        if partition is None or transactions is None or not getattr(transactions, "verification", True):
+            return self.call(core.txn_offset_commit, req)
+        plog = self.replicas.logs.get(OFFSETS_TOPIC, partition)
+        if plog is None:
+            # Kafka's getPartitionOrException (answered as COORDINATOR_NOT_AVAILABLE)
+            return self.call(core.txn_offset_commit, req, verification=ErrorCode.unknown_topic_or_partition)
+        guard = plog.maybe_start_transaction_verification(req.producer_id, NO_SEQUENCE, req.producer_epoch)
+        if guard is SENTINEL_GUARD:
+            return self.call(core.txn_offset_commit, req)
+        try:
+            got = transactions.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                                      [(OFFSETS_TOPIC, partition)])
+        except Exception as exc:
+            return self._commit_verified(req, partition, guard, self._verify_failed(exc, partition))
+        if inspect.isawaitable(got):
+            return self._commit_when_verified(req, partition, guard, got)
+        return self._commit_verified(req, partition, guard, got)
+
+    async def _commit_when_verified(self, req: Any, partition: int, guard: VerificationGuard,
+                                    pending: Awaitable[Verified]) -> Any:
+        try:
+            got = await pending
+        except Exception as exc:
+            got = self._verify_failed(exc, partition)
+        res = self._commit_verified(req, partition, guard, got)
+        return await res if inspect.isawaitable(res) else res
+
+    @staticmethod
+    def _verify_failed(exc: BaseException, partition: int) -> Verified:
+        log.warning("verifying a transactional offset commit failed: %s", exc)
+        code = getattr(exc, "error_code", None)
+        return {(OFFSETS_TOPIC, partition): code if isinstance(code, ErrorCode) else ErrorCode.unknown_server_error}
+
+    def _commit_verified(self, req: Any, partition: int, guard: VerificationGuard, got: Verified) -> Any:
+        code = ErrorCode(got.get((OFFSETS_TOPIC, partition), ErrorCode.none))
+        if code != ErrorCode.none:
+            return self.call(self.coordinator.txn_offset_commit, req, verification=code)
+        # The append must carry the guard: an abort written since the verification started
+        # invalidates it, and the write then fails (INVALID_TXN_STATE) instead of opening a
+        # transaction the coordinator knows nothing of.
+        key = (partition, req.producer_id)
+        self._guards[key] = guard
+        try:
+            return self.call(self.coordinator.txn_offset_commit, req, verification=ErrorCode.none)
+        finally:
+            self._guards.pop(key, None)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker of ``producer_id`` was written into
+        __consumer_offsets-``partition``: its pending offsets there become committed or go.
+        Returns how many groups had some."""
+        n = self.coordinator.complete_transaction(partition, producer_id, commit)
+        self.reschedule_soon()
+        return n
 
     # --- calling the coordinator ------------------------------------------------------------
     def call(self, op, req, **kwargs):

@@ -114,10 +114,13 @@ class ReplicaManager:
     # --- append -----------------------------------------------------------------------------
     def append_records(self, topic: str, partition: int, records: bytes | bytearray | memoryview | None,
                        now_ms: int, *, internal_ok: bool = False, acks: int = 1,
-                       verification_guard: VerificationGuard | None = None) -> AppendResult:
+                       verification_guard: VerificationGuard | None = None,
+                       origin_coordinator: bool = False) -> AppendResult:
         """Append a producer's batches as the partition's leader: validate (storage's
         LogValidator), assign offsets, write, wake fetches parked on the partition.
-        ``verification_guard``: the transaction this append opens was verified (KIP-890)."""
+        ``verification_guard``: the transaction this append opens was verified (KIP-890).
+        ``origin_coordinator``: the group coordinator's own batches (Kafka's AppendOrigin
+        COORDINATOR): a transactional offset commit carries no producer sequence."""
         if topic in INTERNAL_TOPICS and not internal_ok:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
         if records is None:
@@ -140,7 +143,7 @@ class ReplicaManager:
                                     log_start_offset=plog.log_start_offset)
         result = plog.append(valid.buffer, valid.headers, leader_epoch=epoch,
                              log_append_time_ms=now_ms if cfg.log_append_time else None,
-                             verification_guard=verification_guard)
+                             verification_guard=verification_guard, coordinator=origin_coordinator)
         if not result.duplicate:
             if part is not None:
                 part.maybe_increment_high_watermark()  # an ISR of one commits at once

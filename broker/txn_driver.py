@@ -35,6 +35,7 @@ from txn_coordinator import (
     TransactionCoordinator,
 )
 
+from .cluster.broker_channel import BrokerChannel
 from .coordinator_shell import CoordinatorShell, now_ms
 from .group_driver import OFFSETS_TOPIC
 
@@ -72,8 +73,6 @@ class TransactionDriver(CoordinatorShell):
         self._epochs: dict[int, int] = {}
         self.topics.internal_topic_creators[TRANSACTION_STATE_TOPIC] = self.ensure_topic
         if self.replicas.replicated:
-            from .cluster.broker_channel import BrokerChannel
-
             self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of)
             self.follow_leadership()
         elif self.registry.get(TRANSACTION_STATE_TOPIC) is not None:

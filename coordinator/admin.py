@@ -2,7 +2,7 @@
 
 What ``kafka-consumer-groups.sh`` (and ``krait groups``) ask of the coordinator: describe
 groups (unknown ones as Dead, as Kafka does), list them, and delete Empty groups together
-with their offsets.
+with their offsets (pending transactional ones included).
 """
 
 from __future__ import annotations
@@ -116,7 +116,10 @@ class GroupAdmin:
             return E.group_id_not_found
         if not group.is_(_S.EMPTY):
             return E.non_empty_group
-        records: list[Record] = [(encode_offset_commit_key(gid, topic, p), None) for topic, p in sorted(group.offsets)]
+        # Pending transactional offsets are deleted with the group: Kafka's deleteAllOffsets
+        # writes a tombstone for each partition only they hold, too.
+        keys = set(group.offsets).union(*group.pending_txn_offsets.values())
+        records: list[Record] = [(encode_offset_commit_key(gid, topic, p), None) for topic, p in sorted(keys)]
         records.append((encode_group_metadata_key(gid), None))
         try:
             state.append(group, records)

@@ -11,6 +11,7 @@ This class is the coordinator's one entry point. It creates the shared
 * ``coordinator/classic/``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance
   with its membership timers,
 * ``coordinator/offsets.py``: OffsetCommit, OffsetFetch, OffsetDelete, offset expiry,
+* ``coordinator/txn_offsets.py``: TxnOffsetCommit and the pending transactional offsets,
 * ``coordinator/loader.py``: replaying ``__consumer_offsets`` partitions,
 * ``coordinator/admin.py``: DescribeGroups, ListGroups, DeleteGroups.
 
@@ -18,7 +19,8 @@ How the broker drives it
 ------------------------
 * Construct ``GroupCoordinator(config, clock, log)``; ``clock()`` returns wall-clock ms and
   ``log.append(partition, [(key, value|None), ...])`` synchronously appends records to
-  ``__consumer_offsets-<partition>`` (one batch, all or nothing) or raises.
+  ``__consumer_offsets-<partition>`` (one batch, all or nothing) or raises; with
+  ``producer_id=, producer_epoch=`` (TxnOffsetCommit) the batch is transactional.
 * For every request call the operation with the kio request and a ``respond`` callback.
   ``respond`` is called exactly once, maybe later (JoinGroup and SyncGroup park until the
   rebalance moves on), always from inside one of the coordinator's methods.
@@ -27,6 +29,10 @@ How the broker drives it
 * At start-up, for each ``__consumer_offsets`` partition: :meth:`load_partition` (any number of
   times, records in offset order), then :meth:`finished_loading`. Until then the groups of that
   partition answer COORDINATOR_LOAD_IN_PROGRESS.
+* Transactions: before :meth:`txn_offset_commit`, verify with the transaction coordinator
+  that the partition :meth:`txn_offset_commit_partition` names is in the producer's
+  transaction (KIP-890) and pass its answer; after writing a COMMIT/ABORT marker into a
+  ``__consumer_offsets`` partition, call :meth:`complete_transaction`.
 """
 
 from __future__ import annotations
@@ -35,13 +41,16 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coordinator.admin import GroupAdmin
 from coordinator.classic import Heartbeat, JoinGroup, LeaveGroup, Rebalancer, SyncGroup
 from coordinator.config import CoordinatorConfig
 from coordinator.group import Group
-from coordinator.loader import GroupLoader
+from coordinator.loader import GroupLoader, LoadItem
 from coordinator.offsets import Offsets
 from coordinator.state import CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
+from coordinator.txn_offsets import TxnOffsets
 
 __all__ = ["GroupCoordinator", "OffsetsLog", "java_string_hash", "partition_for_group"]
 
@@ -69,6 +78,7 @@ class GroupCoordinator:
         self._heartbeat = Heartbeat(state, self._rebalance)
         self._leave = LeaveGroup(state, self._rebalance)
         self._offsets = Offsets(state, self._rebalance, partition_exists)
+        self._txn_offsets = TxnOffsets(state, partition_exists)
         self._loader = GroupLoader(state, self._rebalance)
         self._admin = GroupAdmin(state)
 
@@ -118,10 +128,14 @@ class GroupCoordinator:
     def is_loading(self, partition: int) -> bool:
         return self._loader.is_loading(partition)
 
-    def load_partition(self, partition: int, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> None:
-        """Replay (offset, key, value) records of ``__consumer_offsets-<partition>`` in log order.
-        May be called repeatedly (chunks). Never raises for bad records: unknown versions are
-        skipped, malformed ones logged and skipped."""
+    def load_partition(self, partition: int, records: Iterable[LoadItem]) -> None:
+        """Replay ``__consumer_offsets-<partition>`` in log order: (offset, key, value) records,
+        or (offset, key, value, producer_id, transactional) ones, and
+        :class:`~coordinator.loader.TxnMarker` for the COMMIT/ABORT control batches. May be
+        called repeatedly (chunks). Never raises for bad records: unknown versions are
+        skipped, malformed ones logged and skipped. Transactional offsets stay pending until
+        their producer's marker; those still pending at the end wait for the marker the
+        transaction coordinator will write (:meth:`complete_transaction`)."""
         self._loader.replay(partition, records)
 
     def finished_loading(self, partition: int) -> None:
@@ -191,6 +205,30 @@ class GroupCoordinator:
         """OffsetFetch v1-9 (v8+ several groups). Offsets never committed come back as -1."""
         self._offsets.fetch(req, respond)
         self.poll()
+
+    def txn_offset_commit(self, req: Any, respond: Respond, *, verification: ErrorCode | None = None) -> None:
+        """TxnOffsetCommit v0-4: the offsets are written as a transactional batch of the
+        request's producer and stay pending (invisible to OffsetFetch) until
+        :meth:`complete_transaction`. ``verification`` is the transaction coordinator's
+        answer when the broker verified :meth:`txn_offset_commit_partition` in the
+        producer's transaction (KIP-890); None when it did not ask."""
+        try:
+            self._txn_offsets.commit(req, respond, verification)
+        finally:
+            self.poll()
+
+    def txn_offset_commit_partition(self, req: Any) -> int | None:
+        """The ``__consumer_offsets`` partition a TxnOffsetCommit writes to, which the broker
+        verifies with the transaction coordinator first; None when the request will be
+        answered without a write (unknown partitions only, no group id, not coordinator)."""
+        return self._txn_offsets.write_partition(req)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+        """The transaction of ``producer_id`` ended (its COMMIT or ABORT marker was written to
+        ``__consumer_offsets-<partition>``): its pending offsets in that partition's groups
+        become committed (``commit``) or are dropped. Returns how many groups had some. While
+        the partition loads, the loader replays the marker from the log instead."""
+        return self._txn_offsets.complete(partition, producer_id, commit)
 
     def offset_delete(self, req: Any, respond: Respond) -> None:
         """OffsetDelete v0: refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) for topics an

@@ -1,5 +1,5 @@
-"""One classic consumer group: its members, generation, elected protocol, committed offsets
-and state machine (Kafka's ClassicGroup / GroupMetadata).
+"""One classic consumer group: its members, generation, elected protocol, committed offsets,
+pending transactional offsets and state machine (Kafka's ClassicGroup / GroupMetadata).
 
 Nothing here does I/O or knows about timers' mechanics; it holds the deadlines the
 coordinator's timer wheel reads, and the pending request callbacks of members waiting in
@@ -17,7 +17,7 @@ from typing import Any
 from coordinator.consumer_protocol import decode_subscription_topics
 from coordinator.records import OffsetCommitValue
 
-__all__ = ["GroupState", "Member", "Group", "Pending", "CONSUMER_PROTOCOL_TYPE"]
+__all__ = ["GroupState", "Member", "Group", "Pending", "TxnOffset", "CONSUMER_PROTOCOL_TYPE"]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -50,6 +50,18 @@ class Pending:
 
     req: Any
     respond: Callable[[Any], None]
+
+
+@dataclass(slots=True, frozen=True)
+class TxnOffset:
+    """An offset a transactional producer committed (TxnOffsetCommit), pending until its
+    transaction ends, with the log offset of its record: Kafka's
+    CommitRecordMetadataAndOffset. The position decides, when the transaction commits,
+    whether it replaces the group's committed offset: the record later in the log wins,
+    as compaction of ``__consumer_offsets`` would decide on replay."""
+
+    value: OffsetCommitValue
+    position: int
 
 
 @dataclass(slots=True, eq=False)
@@ -120,6 +132,11 @@ class Group:
     sync_deadline: int | None = None
     subscribed_topics: set[str] | None = None
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    #: log offset of the record behind each committed offset (see TxnOffset.position); only
+    #: read for keys present in ``offsets``, so an entry left behind by a removal is harmless
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: producer id -> its pending transactional offsets (Kafka's pendingTransactionalOffsetCommits)
+    pending_txn_offsets: dict[int, dict[tuple[str, int], TxnOffset]] = field(default_factory=dict)
 
     # --- state ---------------------------------------------------------------------
     def transition(self, new: GroupState, now: int) -> None:
@@ -133,6 +150,29 @@ class Group:
 
     def can_rebalance(self) -> bool:
         return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    # --- offsets -------------------------------------------------------------------
+    def commit_offset(self, key: tuple[str, int], value: OffsetCommitValue, position: int) -> None:
+        """Make ``value`` (stored at log offset ``position``) the committed offset of ``key``."""
+        self.offsets[key] = value
+        self.offset_positions[key] = position
+
+    def has_pending_offset(self, key: tuple[str, int]) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition (for transactional commits)."""
+        return any(key in pending for pending in self.pending_txn_offsets.values())
+
+    def has_offsets(self) -> bool:
+        """Kafka's GroupMetadata.hasOffsets: committed or still pending in a transaction."""
+        return bool(self.offsets) or bool(self.pending_txn_offsets)
+
+    def drop_pending_offsets(self, keys: set[tuple[str, int]]) -> None:
+        """Forget the pending transactional offsets of ``keys`` (their tombstone was written),
+        whichever producer holds them: Kafka's removeOffsets / replay of a tombstone. A
+        producer left with none keeps its (empty) entry: its transaction is still open and
+        the group stays non-empty until the marker, as in Kafka."""
+        for pending in self.pending_txn_offsets.values():
+            for key in keys & pending.keys():
+                del pending[key]
 
     # --- membership ----------------------------------------------------------------
     def has(self, member_id: str) -> bool:

@@ -5,6 +5,12 @@ A partition is loading from :meth:`GroupLoader.start` (or its first records) unt
 keeps only the last record per key (what compaction would keep), then builds the groups;
 records that cannot be read are skipped, never fatal: a poisoned offsets log must not stop
 the broker.
+
+Transactional offset commits (TxnOffsetCommit batches) are kept per producer until that
+producer's COMMIT or ABORT marker (:class:`TxnMarker`): a commit makes them committed unless
+a later record of the same partition is (the log offset decides, as in Kafka), an abort
+drops them; those without a marker yet end up pending on their groups. A tombstone of an
+offset removes it from every open transaction too (Kafka's OffsetMetadataManager.replay).
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from coordinator.classic.rebalance import Rebalancer
-from coordinator.group import Group, GroupState, Member
+from coordinator.group import Group, GroupState, Member, TxnOffset
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -28,18 +35,40 @@ from coordinator.records import (
 )
 from coordinator.state import CoordinatorState
 
-__all__ = ["GroupLoader", "LoadState"]
+__all__ = ["GroupLoader", "LoadItem", "LoadState", "TxnMarker"]
 
 log = logging.getLogger(__name__)
+
+OffsetKey = tuple[str, str, int]  # (group, topic, partition)
+
+
+class TxnMarker(NamedTuple):
+    """A COMMIT (``commit``) or ABORT control batch of ``producer_id`` at ``offset``."""
+
+    offset: int
+    producer_id: int
+    commit: bool
+
+
+#: what load_partition replays: (offset, key, value), (offset, key, value, producer_id,
+#: transactional) or a TxnMarker
+LoadItem = tuple[int, bytes | None, bytes | None] | tuple[int, bytes | None, bytes | None, int, bool] | TxnMarker
 
 
 @dataclass(slots=True)
 class LoadState:
-    """What a loading partition has replayed so far: the last value per key (None: tombstone)."""
+    """What a loading partition has replayed so far: the last value per key (None: tombstone)
+    with the log offset of its record, and the transactional offsets of each producer whose
+    marker has not been seen yet (producer id -> group -> (topic, partition) -> offset; a
+    group stays listed while its producer's transaction is open, even with none left)."""
 
-    offsets: dict[tuple[str, str, int], OffsetCommitValue | None] = field(default_factory=dict)
+    offsets: dict[OffsetKey, OffsetCommitValue | None] = field(default_factory=dict)
+    positions: dict[OffsetKey, int] = field(default_factory=dict)
+    pending: dict[int, dict[str, dict[tuple[str, int], TxnOffset]]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     skipped: int = 0
+    #: one past the last offset replayed (where the coordinator's next record will go)
+    end: int = 0
 
 
 class GroupLoader:
@@ -56,12 +85,12 @@ class GroupLoader:
     def is_loading(self, partition: int) -> bool:
         return partition in self._state.loading
 
-    def replay(self, partition: int, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> None:
+    def replay(self, partition: int, records: Iterable[LoadItem]) -> None:
         st = self._state.loading.setdefault(partition, LoadState())
         it = iter(records)
         while True:
             try:
-                offset, key, value = next(it)
+                item = next(it)
             except StopIteration:
                 break
             except Exception:
@@ -69,8 +98,14 @@ class GroupLoader:
                 # partition here rather than crash; what was read so far stays loaded.
                 log.exception("__consumer_offsets-%d: reading records failed; loaded what was readable", partition)
                 break
+            offset = item[0]
+            st.end = max(st.end, offset + 1)
+            if isinstance(item, TxnMarker):
+                self._replay_marker(st, item)
+                continue
+            producer_id, transactional = (item[3], item[4]) if len(item) > 3 else (-1, False)
             try:
-                self._replay_record(partition, st, key, value)
+                self._replay_record(partition, st, offset, item[1], item[2], producer_id if transactional else -1)
             except UnknownRecordVersion as e:
                 st.skipped += 1
                 log.debug("__consumer_offsets-%d offset %s: skipping record: %s", partition, offset, e)
@@ -81,24 +116,58 @@ class GroupLoader:
                 st.skipped += 1
                 log.exception("__consumer_offsets-%d offset %s: skipping record", partition, offset)
 
-    def _replay_record(self, partition: int, st: LoadState, key: bytes | None, value: bytes | None) -> None:
+    def _replay_record(
+        self, partition: int, st: LoadState, offset: int, key: bytes | None, value: bytes | None, producer_id: int
+    ) -> None:
+        """``producer_id`` >= 0: the record is in a transactional batch of that producer."""
         k = decode_key(key)
         owner = self._state.partition_for(k.group)
         if owner != partition:
             raise RecordDecodeError(f"group {k.group!r} belongs to partition {owner}")
         if isinstance(k, OffsetCommitKey):
-            st.offsets[(k.group, k.topic, k.partition)] = None if value is None else decode_offset_commit_value(value)
+            okey = (k.group, k.topic, k.partition)
+            if value is None:
+                st.offsets[okey] = None
+                tp = (k.topic, k.partition)
+                for by_group in st.pending.values():
+                    by_group.get(k.group, {}).pop(tp, None)
+            elif producer_id >= 0:
+                pending = st.pending.setdefault(producer_id, {}).setdefault(k.group, {})
+                pending[(k.topic, k.partition)] = TxnOffset(decode_offset_commit_value(value), offset)
+            else:
+                st.offsets[okey] = decode_offset_commit_value(value)
+                st.positions[okey] = offset
         else:
             assert isinstance(k, GroupMetadataKey)
             st.groups[k.group] = None if value is None else decode_group_metadata_value(value)
+            if value is None:
+                # the group was deleted (DeleteGroups): its open transactions no longer keep
+                # it, as the live coordinator forgot them when it deleted the group
+                for by_group in st.pending.values():
+                    by_group.pop(k.group, None)
+
+    @staticmethod
+    def _replay_marker(st: LoadState, marker: TxnMarker) -> None:
+        """Kafka's replayEndTransactionMarker: the producer's pending offsets end."""
+        by_group = st.pending.pop(marker.producer_id, None)
+        if by_group is None or not marker.commit:
+            return
+        for gid, entries in by_group.items():
+            for (topic, p), entry in entries.items():
+                okey = (gid, topic, p)
+                # the later record wins, whichever kind it is
+                if st.offsets.get(okey) is None or st.positions.get(okey, -1) < entry.position:
+                    st.offsets[okey] = entry.value
+                    st.positions[okey] = entry.position
 
     def finish(self, partition: int) -> None:
         """Replace the partition's groups with what was replayed and start serving them."""
-        groups = self._state.groups
-        st = self._state.loading.pop(partition, None) or LoadState()
-        now = self._state.clock()
+        state = self._state
+        groups = state.groups
+        st = state.loading.pop(partition, None) or LoadState()
+        now = state.clock()
         for gid in [g for g, grp in groups.items() if grp.partition == partition]:
-            del groups[gid]
+            state.forget_pending(groups.pop(gid))
         for gid, value in st.groups.items():
             if value is not None:
                 groups[gid] = self._group_from_record(gid, partition, value)
@@ -109,7 +178,15 @@ class GroupLoader:
             if group is None:
                 # Offsets without group metadata: a group that only stores offsets.
                 group = groups[gid] = Group(gid, partition, state_timestamp=now)
-            group.offsets[(topic, p)] = ov
+            group.commit_offset((topic, p), ov, st.positions.get((gid, topic, p), -1))
+        for pid, by_group in st.pending.items():
+            for gid, entries in by_group.items():
+                group = groups.get(gid)
+                if group is None:
+                    group = groups[gid] = Group(gid, partition, state_timestamp=now)
+                group.pending_txn_offsets[pid] = dict(entries)
+                state.txn_groups.setdefault(pid, set()).add(gid)
+        state.log_end[partition] = max(state.log_end.get(partition, 0), st.end)
         log.info(
             "__consumer_offsets-%d loaded: %d groups, %d records skipped",
             partition,

@@ -3,8 +3,12 @@
 Offsets live on their group (``Group.offsets``) and are persisted as OffsetCommit records of
 ``__consumer_offsets``; a group that only ever stores offsets (no members) is a group of
 generation 0 without protocol type. Expiry follows Kafka's GroupMetadata.removeExpiredOffsets
-(KIP-211: an Empty group's offsets age from when it became empty). Pending transactional
-offsets (TxnOffsetCommit) will belong here too.
+(KIP-211: an Empty group's offsets age from when it became empty).
+
+Pending transactional offsets (TxnOffsetCommit, ``Group.pending_txn_offsets``) are written
+and completed in coordinator/txn_offsets.py; here they show as OffsetFetch's
+UNSTABLE_OFFSET_COMMIT when the client requires stable offsets, they keep their partition's
+committed offset from expiring and their group alive, and OffsetDelete removes them too.
 """
 
 from __future__ import annotations
@@ -153,17 +157,19 @@ class Offsets:
                 records.append(
                     (encode_offset_commit_key(group.group_id, t.name, p.partition_index), encode_offset_commit_value(value))
                 )
+        base = 0
         if records:
             try:
-                self._state.append(group, records)
+                base = self._state.append(group, records)
             except Exception as exc:
                 log.warning("group %s: storing offsets failed: %s", group.group_id, exc)
                 e = storage_error(exc, commit=True)
                 for key in values:
                     errors[key] = e
                 values = {}
-        for key, value in values.items():
-            group.offsets[key] = value
+        # values are in record order: the i-th lies at log offset base + i
+        for i, (key, value) in enumerate(values.items()):
+            group.commit_offset(key, value, base + i)
             errors[key] = E.none
         for key in keys:
             errors.setdefault(key, E.none)
@@ -172,14 +178,17 @@ class Offsets:
     # ------------------------------------------------------------------ OffsetFetch
     def fetch(self, req: Any, respond: Respond) -> None:
         v = version_of(req)
+        # v7+: a partition with a pending transactional offset answers UNSTABLE_OFFSET_COMMIT
+        # (retriable) instead of the committed offset the transaction may yet replace (KIP-447).
+        stable = bool(getattr(req, "require_stable", False))
         if v >= 8:
             groups = []
             for g in req.groups:
-                err, topics = self._fetch_group(g.group_id, g.topics)
+                err, topics = self._fetch_group(g.group_id, g.topics, stable)
                 groups.append({"group_id": g.group_id, "topics": topics if err is None else [], "error_code": err or E.none})
             resp = response_for(req, groups=groups)
         else:
-            err, topics = self._fetch_group(req.group_id, req.topics)
+            err, topics = self._fetch_group(req.group_id, req.topics, stable)
             if err is not None and v < 2:
                 # v1 has no group-level error: report it on every requested partition.
                 topics = [
@@ -191,22 +200,29 @@ class Offsets:
             resp = response_for(req, topics=topics, error_code=err or E.none)
         reply(respond, resp)
 
-    def _fetch_group(self, group_id: str, topics: Any) -> tuple[ErrorCode | None, list[dict[str, Any]]]:
+    def _fetch_group(
+        self, group_id: str, topics: Any, require_stable: bool = False
+    ) -> tuple[ErrorCode | None, list[dict[str, Any]]]:
         err = self._state.group_error(group_id, allow_empty=True)
         if err is not None:
             return err, []
         group = self._state.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable = require_stable and group is not None and bool(group.pending_txn_offsets)
+
+        def fetched(topic: str, p: int) -> dict[str, Any]:
+            if unstable and group is not None and group.has_pending_offset((topic, p)):
+                return _fetched_partition(p, None, E.unstable_offset_commit)
+            return _fetched_partition(p, offsets.get((topic, p)))
+
         if topics is None:
-            # Null topic list (v2+): every committed offset of the group.
+            # Null topic list (v2+): every committed offset of the group (as Kafka, a
+            # partition with only a pending offset is not listed).
             by_topic: dict[str, list[dict[str, Any]]] = {}
-            for (topic, p), value in sorted(offsets.items()):
-                by_topic.setdefault(topic, []).append(_fetched_partition(p, value))
+            for topic, p in sorted(offsets):
+                by_topic.setdefault(topic, []).append(fetched(topic, p))
             return None, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-        return None, [
-            {"name": t.name, "partitions": [_fetched_partition(p, offsets.get((t.name, p))) for p in t.partition_indexes]}
-            for t in topics
-        ]
+        return None, [{"name": t.name, "partitions": [fetched(t.name, p) for p in t.partition_indexes]} for t in topics]
 
     # ------------------------------------------------------------------ OffsetDelete
     def delete(self, req: Any, respond: Respond) -> None:
@@ -230,9 +246,16 @@ class Offsets:
             deletable = {k for k in requested if not group.is_subscribed_to(k[0])}
         else:
             return group_error(E.non_empty_group)
-        removed = sorted(k for k in deletable if k in group.offsets)
+        # A pending transactional offset is deleted too (Kafka writes the tombstone for it and
+        # its replay drops the pending entry); the transaction itself stays open.
+        removed = sorted(k for k in deletable if k in group.offsets or group.has_pending_offset(k))
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in removed]
-        dies = group.is_(_S.EMPTY) and not (set(group.offsets) - set(removed)) and not group.pending_members
+        dies = (
+            group.is_(_S.EMPTY)
+            and not (set(group.offsets) - set(removed))
+            and not group.pending_txn_offsets
+            and not group.pending_members
+        )
         if dies and group.generation > 0:
             # As Kafka's cleanupGroupMetadata: an Empty group left without offsets is dead.
             # A generation-0 group only stored offsets and has no metadata record to remove.
@@ -244,7 +267,8 @@ class Offsets:
                 log.warning("group %s: offset deletion failed: %s", group.group_id, exc)
                 return group_error(storage_error(exc, commit=False))
         for k in removed:
-            del group.offsets[k]
+            group.offsets.pop(k, None)
+        group.drop_pending_offsets(set(removed))
         if dies:
             state.kill(group)
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -279,6 +303,8 @@ class Offsets:
             for k, v in group.offsets.items():
                 if subscribed is not None and k[0] in subscribed:
                     continue
+                if pending and group.has_pending_offset(k):
+                    continue  # a transaction may still commit this partition (Kafka keeps it too)
                 if v.expire_timestamp != -1:
                     if now >= v.expire_timestamp:
                         out.append(k)
@@ -286,6 +312,7 @@ class Offsets:
                     out.append(k)
             return out
 
+        pending = bool(group.pending_txn_offsets)
         if group.protocol_type is None:
             # Offsets-only group: each offset expires from its own commit time.
             gone = expired(lambda v: v.commit_timestamp)
@@ -302,7 +329,8 @@ class Offsets:
         else:
             gone = []
         remaining = set(group.offsets) - set(gone)
-        dies = group.is_(_S.EMPTY) and not remaining and not group.members and not group.pending_members
+        # An open transaction with offsets in the group keeps it alive (Kafka's hasOffsets).
+        dies = group.is_(_S.EMPTY) and not remaining and not pending and not group.members and not group.pending_members
         if not gone and not dies:
             return
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in sorted(gone)]

@@ -1,7 +1,8 @@
 """The state every part of the group coordinator shares, and the helpers they all use.
 
 :class:`CoordinatorState` holds the config, the injected clock and ``__consumer_offsets`` log,
-every group of this broker, the partitions still loading and the timer queue. The
+every group of this broker, the partitions still loading, the timer queue and the index of
+the groups holding each producer's pending transactional offsets. The
 GroupCoordinator creates one and hands it to each part (membership, offsets, loading,
 admin); the parts keep no group state of their own, so a group is always in one place.
 """
@@ -43,10 +44,20 @@ E = ErrorCode
 class OffsetsLog(Protocol):
     """Where the coordinator persists records: the ``__consumer_offsets`` partitions."""
 
-    def append(self, partition: int, records: list[Record]) -> None:
+    def append(
+        self, partition: int, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> int | None:
         """Append (key, value) records (value None = tombstone) as one batch, durably enough
         for the broker's settings, before returning. Raise to report failure; an exception with
-        an ``error_code: ErrorCode`` attribute is mapped the way Kafka maps append errors."""
+        an ``error_code: ErrorCode`` attribute is mapped the way Kafka maps append errors.
+
+        With ``producer_id`` >= 0 (TxnOffsetCommit only; the keywords are passed only then,
+        so a log that never sees transactions may omit them) the batch is a transactional
+        batch of that producer and epoch, which opens (or continues) its transaction on
+        the partition until the transaction coordinator writes the COMMIT/ABORT marker.
+
+        Returns the log offset of the first record, or None if the log cannot tell (the
+        coordinator then numbers records itself, in append order)."""
         ...
 
 
@@ -102,9 +113,19 @@ class CoordinatorState:
         #: the __consumer_offsets partitions this coordinator serves (None: all of them, a
         #: single broker); groups of the others answer NOT_COORDINATOR
         self.owned: set[int] | None = None
+        #: producer id -> ids of the groups holding its pending transactional offsets (Kafka's
+        #: openGroupsForProducer), so that a transaction's end finds them without a scan
+        self.txn_groups: dict[int, set[str]] = {}
+        #: per partition, the log offset the next appended record is expected at: positions
+        #: of records when the log does not report them (see OffsetsLog.append)
+        self.log_end: dict[int, int] = {}
 
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.config.offsets_topic_num_partitions)
+
+    def serves(self, partition: int) -> bool:
+        """Whether this coordinator serves the partition's groups (loaded or loading)."""
+        return self.owned is None or partition in self.owned
 
     def group_error(self, group_id: str | None, *, allow_empty: bool) -> ErrorCode | None:
         """The error every group API checks first: a bad group id or a partition still loading."""
@@ -130,7 +151,7 @@ class CoordinatorState:
             and group.generation == 0
             and not group.members
             and not group.pending_members
-            and not group.offsets
+            and not group.has_offsets()
             and self.groups.get(group.group_id) is group
         ):
             del self.groups[group.group_id]
@@ -139,10 +160,32 @@ class CoordinatorState:
         """The group is gone (deleted, or emptied of members and offsets): Dead, forgotten."""
         group.transition(GroupState.DEAD, self.clock())
         group.offsets.clear()
+        group.offset_positions.clear()
+        self.forget_pending(group)
         group.pending_members.clear()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
-    def append(self, group: Group, records: list[Record]) -> None:
-        """Persist records in the group's ``__consumer_offsets`` partition (raises on failure)."""
-        self.log.append(group.partition, records)
+    def forget_pending(self, group: Group) -> None:
+        """Drop the group's pending transactional offsets (and their index entries)."""
+        for pid in group.pending_txn_offsets:
+            gids = self.txn_groups.get(pid)
+            if gids is not None:
+                gids.discard(group.group_id)
+                if not gids:
+                    del self.txn_groups[pid]
+        group.pending_txn_offsets.clear()
+
+    def append(self, group: Group, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Persist records in the group's ``__consumer_offsets`` partition (raises on failure),
+        as a transactional batch of ``producer_id`` if given. Returns the log offset of the
+        first record (the coordinator's own count when the log does not say)."""
+        partition = group.partition
+        if producer_id >= 0:
+            base = self.log.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
+        else:
+            base = self.log.append(partition, records)
+        if not isinstance(base, int):
+            base = self.log_end.get(partition, 0)
+        self.log_end[partition] = max(self.log_end.get(partition, 0), base + len(records))
+        return base

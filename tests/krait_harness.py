@@ -26,8 +26,11 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, log_dir: str | None = None, overrides: dict[str, str] | None = None):
+    def __init__(self, log_dir: str | None = None, overrides: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None):
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="krait-test-")
+        #: extra environment for the broker process (read at every start: change it between restarts)
+        self.env = dict(env or {})
         self.port = free_port()
         self.overrides = {
             "log.dirs": self.log_dir,
@@ -48,7 +51,7 @@ class BrokerProcess:
             args += ["--override", f"{k}={v}"]
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -36,11 +36,34 @@ log = logging.getLogger("krait.produce")
 
 @handles(ApiKey.PRODUCE, versions=(3, 11), advertised_from=0)
 def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    if req.transactional_id is not None and broker.transactions.verification and req.acks in (0, 1, -1):
+    if req.transactional_id is None:
+        if _has_transactional_records(req):
+            # Kafka refuses the whole request: transactional records need a transactional id
+            # (its coordinator is the only one who can ever end their transaction)
+            code = ErrorCode.transactional_id_authorization_failed
+            preset = {(td.name, pd.index): (code, "Transactional records need a transactional id")
+                      for td in req.topic_data for pd in td.partition_data}
+            return _append_all(broker, ctx, req, preset, {})
+    elif broker.transactions.verification and req.acks in (0, 1, -1):
         checks = _transactional_partitions(broker, req)
         if checks:
             return _verify_then_append(broker, ctx, req, checks)
     return _append_all(broker, ctx, req, {}, {})
+
+
+#: the byte of a batch header holding the low bits of its attributes (big-endian int16 at 21)
+_ATTR_LOW_BYTE = 22
+
+
+def _has_transactional_records(req: Any) -> bool:
+    """Is the first batch of any partition transactional? One byte per partition: the
+    non-transactional hot path pays no header parse."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= HEADER_SIZE and records[_ATTR_LOW_BYTE] & ATTR_TRANSACTIONAL:
+                return True
+    return False
 
 
 def _transactional_partitions(broker: Broker, req: Any) -> dict[tuple[str, int], tuple[int, int, Any]]:

@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), v0-1: a transaction coordinator (another broker, or
+"""WriteTxnMarkers (key 27), v1 (Kafka 4 removed v0): a transaction coordinator (another broker, or
 ``krait transactions abort``) has this broker write COMMIT/ABORT control batches to the
 partitions it leads. Answered once the markers are replicated (Kafka appends them with
 acks=all); a marker in ``__consumer_offsets`` also completes the group's pending
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
+@handles(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
 def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.WRITE_TXN_MARKERS, ctx.version)
     txns = broker.transactions
