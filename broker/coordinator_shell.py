@@ -10,14 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from protocol.errors import ErrorCode
+from coordinator.loader import LoadItem, TxnMarker
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import iter_headers, iter_records, parse_control_batch
+from storage.log import PartitionLog
 
 from .replica_manager import ReplicaManager
 
 TopicPartition = tuple[str, int]
+
+_log = logging.getLogger("krait.coordinators")
 
 
 def now_ms() -> int:
@@ -121,3 +126,43 @@ class CoordinatorShell:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+
+
+def read_partition(plog: PartitionLog, end: int | None = None) -> Iterator[LoadItem]:
+    """What a coordinator replays from its internal topic, up to ``end`` (default: the high
+    watermark): (offset, key, value, producer id, transactional) per record, and a
+    TxnMarker per COMMIT/ABORT control batch. A damaged batch is logged and skipped: it
+    must never stop the broker."""
+    offset = plog.log_start_offset
+    end = plog.high_watermark if end is None else end
+    while offset < end:
+        region = plog.read(offset, 8 << 20, max_offset=end)
+        if region is None or region.length == 0:
+            break
+        data = region.read()
+        last = offset
+        for pos, h in iter_headers(data):
+            last = h.next_offset
+            if h.is_control:
+                if h.producer_id >= 0 and h.base_offset >= offset:
+                    try:
+                        marker = parse_control_batch(data, pos)
+                    except ProtocolError as exc:
+                        _log.warning("skipping unreadable control batch at offset %d of %s: %s",
+                                    h.base_offset, plog, exc)
+                        continue
+                    if marker is not None:
+                        yield TxnMarker(h.base_offset, h.producer_id, marker.commit)
+                continue
+            txn = h.is_transactional
+            try:
+                for rec in iter_records(data, pos):
+                    if rec.offset >= offset:
+                        yield rec.offset, rec.key, rec.value, h.producer_id, txn
+            except ProtocolError as exc:
+                # A damaged batch in the offsets log must never stop the broker.
+                _log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
+        if last <= offset:
+            break
+        offset = last
+

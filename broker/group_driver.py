@@ -19,21 +19,20 @@ and the markers, so that offsets of open transactions are pending again after a 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from coordinator.loader import LoadItem, TxnMarker
-from protocol.errors import ErrorCode, KafkaError, ProtocolError
-from protocol.records import NO_SEQUENCE, build_batch, iter_headers, iter_records, parse_control_batch
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import NO_SEQUENCE, build_batch
 from storage.transactions import SENTINEL_GUARD, VerificationGuard
 
 from .config import BrokerConfig
+from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .replica_manager import ReplicaManager
 from .topic_admin import TopicAdmin
 from .topics import TopicRegistry
@@ -41,10 +40,6 @@ from .topics import TopicRegistry
 log = logging.getLogger("krait.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 Verified = dict[tuple[str, int], ErrorCode]
@@ -59,20 +54,15 @@ class TransactionVerifier(Protocol):
         ...
 
 
-class CoordinatorDriver:
+class CoordinatorDriver(CoordinatorShell):
     def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin):
+        super().__init__(replicas, config["offsets.commit.timeout.ms"] / 1000, log)
         self.broker_config = config
         self.registry = registry
-        self.replicas = replicas
         self.topics = topics
         self.config = CoordinatorConfig.from_properties(config.values)
-        self.coordinator = GroupCoordinator(self.config, _now_ms, self,
+        self.coordinator = GroupCoordinator(self.config, now_ms, self,
                                             partition_exists=lambda t, p: replicas.logs.get(t, p) is not None)
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
-        self._stopped = False
-        #: cluster mode: (partition, next offset, epoch) of appends made by the current call
-        self._appended: list[tuple[tuple[str, int], int, int]] = []
         #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}
@@ -123,7 +113,7 @@ class CoordinatorDriver:
         total = 0
         for p in partitions:
             plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
-            records = list(self._read_partition(plog)) if plog is not None else []
+            records = list(read_partition(plog)) if plog is not None else []
             total += len(records)
             self.coordinator.load_partition(p, records)
             self.coordinator.finished_loading(p)
@@ -143,54 +133,18 @@ class CoordinatorDriver:
             self.coordinator.start_loading([p])
             self.coordinator.serve_only([p])
             # the new leader's log is the truth now: load all of it, up to its end
-            records = list(self._read_partition(plog, plog.log_end_offset)) if plog is not None else []
+            records = list(read_partition(plog, plog.log_end_offset)) if plog is not None else []
             self.coordinator.load_partition(p, records)
             self.coordinator.finished_loading(p)
             log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
         self.reschedule_soon()
 
-    def reschedule_soon(self) -> None:
-        try:
-            self.reschedule()
-        except RuntimeError:
-            pass  # no running loop (tools opening storage): nothing to schedule
+    # --- the core's interfaces ----------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        return self.coordinator.next_deadline_ms()
 
-    @staticmethod
-    def _read_partition(plog, end: int | None = None) -> Iterator[LoadItem]:
-        """What the coordinator replays: (offset, key, value, producer id, transactional)
-        per record, and a TxnMarker per COMMIT/ABORT control batch."""
-        offset = plog.log_start_offset
-        end = plog.high_watermark if end is None else end
-        while offset < end:
-            region = plog.read(offset, 8 << 20, max_offset=end)
-            if region is None or region.length == 0:
-                break
-            data = region.read()
-            last = offset
-            for pos, h in iter_headers(data):
-                last = h.next_offset
-                if h.is_control:
-                    if h.producer_id >= 0 and h.base_offset >= offset:
-                        try:
-                            marker = parse_control_batch(data, pos)
-                        except ProtocolError as exc:
-                            log.warning("skipping unreadable control batch at offset %d of %s: %s",
-                                        h.base_offset, plog, exc)
-                            continue
-                        if marker is not None:
-                            yield TxnMarker(h.base_offset, h.producer_id, marker.commit)
-                    continue
-                txn = h.is_transactional
-                try:
-                    for rec in iter_records(data, pos):
-                        if rec.offset >= offset:
-                            yield rec.offset, rec.key, rec.value, h.producer_id, txn
-                except ProtocolError as exc:
-                    # A damaged batch in the offsets log must never stop the broker.
-                    log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
-            if last <= offset:
-                break
-            offset = last
+    def poll(self) -> None:
+        self.coordinator.poll()
 
     # --- OffsetsLog protocol ------------------------------------------------------------------
     def append(self, partition: int, records: list, *, producer_id: int = -1, producer_epoch: int = -1) -> int:
@@ -198,14 +152,12 @@ class CoordinatorDriver:
         # With a producer: Kafka's transactional batch (no sequence), which opens or extends
         # the producer's transaction on the partition until the marker.
         txn = producer_id >= 0
-        batch = build_batch([(k, v) for k, v in records], timestamp=_now_ms(), producer_id=producer_id,
+        batch = build_batch([(k, v) for k, v in records], timestamp=now_ms(), producer_id=producer_id,
                             producer_epoch=producer_epoch, transactional=txn)
         guard = self._guards.get((partition, producer_id)) if txn else None
-        res = self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), _now_ms(), internal_ok=True,
+        res = self.replicas.append_records(OFFSETS_TOPIC, partition, bytearray(batch), now_ms(), internal_ok=True,
                                            verification_guard=guard, origin_coordinator=True)
-        if self.replicas.replicated:
-            self._appended.append(((OFFSETS_TOPIC, partition), res.last_offset + 1,
-                                   self.replicas.leader_epoch_of(OFFSETS_TOPIC, partition)))
+        self.appended((OFFSETS_TOPIC, partition), res.last_offset + 1)
         return res.base_offset
 
     # --- transactions -------------------------------------------------------------------------
@@ -271,60 +223,3 @@ class CoordinatorDriver:
         n = self.coordinator.complete_transaction(partition, producer_id, commit)
         self.reschedule_soon()
         return n
-
-    # --- calling the coordinator ------------------------------------------------------------
-    def call(self, op, req, **kwargs):
-        """Run one coordinator operation; returns the response, or a Future of it."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-
-        def respond(resp: Any) -> None:
-            if not fut.done():
-                fut.set_result(resp)
-
-        self._appended = []
-        op(req, respond, **kwargs)
-        appended, self._appended = self._appended, []
-        self.reschedule()
-        if appended:
-            return self._after_replication(fut, appended)
-        if fut.done():
-            return fut.result()
-        return fut
-
-    async def _after_replication(self, fut, appended):
-        """Answer once the ISR holds what this call wrote (as Kafka's acks=all group appends)."""
-        codes = await self.replicas.wait_for_high_watermark(appended, self.broker_config["offsets.commit.timeout.ms"] / 1000)
-        bad = {tp: c for tp, c in codes.items() if c != ErrorCode.none}
-        if bad:
-            log.warning("group records not replicated: %s", {f"{t}-{p}": c.name for (t, p), c in bad.items()})
-        return await fut
-
-    def reschedule(self) -> None:
-        if self._stopped:
-            return
-        nxt = self.coordinator.next_deadline_ms()
-        if nxt is None:
-            return
-        loop = asyncio.get_running_loop()
-        at = loop.time() + max(0.0, (nxt - _now_ms()) / 1000)
-        if self._timer is not None and self._timer_at is not None and self._timer_at <= at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = loop.call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        try:
-            self.coordinator.poll()
-        except Exception:
-            log.exception("group coordinator timer failed")
-        self.reschedule()
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()

@@ -21,11 +21,12 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from coordinator.loader import TxnMarker
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
-from protocol.records import build_batch, iter_headers, iter_records
+from protocol.records import build_batch
 from txn_coordinator import (
     TRANSACTION_STATE_TOPIC,
     MarkerRequest,
@@ -36,7 +37,7 @@ from txn_coordinator import (
 )
 
 from .cluster.broker_channel import BrokerChannel
-from .coordinator_shell import CoordinatorShell, now_ms
+from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .group_driver import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -136,7 +137,9 @@ class TransactionDriver(CoordinatorShell):
     def _load(self, partition: int, coordinator_epoch: int, *, to_log_end: bool) -> int:
         plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
         self.coordinator.start_loading(partition, coordinator_epoch)
-        records = list(_read_records(plog, plog.log_end_offset if to_log_end else None)) if plog is not None else []
+        # __transaction_state holds no transactional batches: plain (offset, key, value) records
+        records = [r[:3] for r in read_partition(plog, plog.log_end_offset if to_log_end else None)
+                   if not isinstance(r, TxnMarker)] if plog is not None else []
         self.coordinator.load_partition(partition, records)
         self.coordinator.finished_loading(partition)
         return len(records)
@@ -331,29 +334,3 @@ class _MarkerSender:
 
     def send(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None]) -> None:
         self._driver.send_markers(request, on_complete)
-
-
-def _read_records(plog: Any, end: int | None = None):
-    """(offset, key, value) of every record of a __transaction_state partition up to ``end``
-    (default: the high watermark)."""
-    offset = plog.log_start_offset
-    end = plog.high_watermark if end is None else end
-    while offset < end:
-        region = plog.read(offset, 8 << 20, max_offset=end)
-        if region is None or region.length == 0:
-            break
-        data = region.read()
-        last = offset
-        for pos, h in iter_headers(data):
-            last = h.next_offset
-            if h.is_control:
-                continue
-            try:
-                for rec in iter_records(data, pos):
-                    if rec.offset >= offset:
-                        yield rec.offset, rec.key, rec.value
-            except ProtocolError as exc:
-                log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
-        if last <= offset:
-            break
-        offset = last

@@ -25,7 +25,7 @@ import bisect
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,17 @@ import pyarrow as pa
 from protocol.errors import CorruptRecordError
 from protocol.records import HEADER_SIZE, iter_headers, iter_records, parse_header
 
-from .decode import H_BASE_OFFSET, H_LAST_DELTA, H_MAX_TS, H_POS, H_SIZE, decode_batches, select_rows, walk_all_headers
+from .decode import (
+    H_BASE_OFFSET,
+    H_LAST_DELTA,
+    H_MAX_TS,
+    H_POS,
+    H_SIZE,
+    aborted_mask,
+    decode_batches,
+    select_rows,
+    walk_all_headers,
+)
 from .replicas import choose_replicas
 
 __all__ = [
@@ -385,6 +395,9 @@ class Slice:
     offset_hi: int
     ts_lo: int | None = None  # batches with maxTimestamp below this can be skipped
     size_hint: int = 0
+    #: read_committed: (producer id, first offset, ABORT marker offset) of the aborted
+    #: transactions overlapping the offset range, whose batches are skipped
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
 
 def plan_partition(plog: PartitionLog, lo: int, hi: int, *, ts_lo: int | None = None) -> list[Slice]:
@@ -421,14 +434,15 @@ def split_slices(slices: list[Slice], min_partitions: int) -> list[Slice]:
         cuts = split_points(Segment(0, s.path), s.start, s.end, want)
         bounds = [s.start, *cuts, s.end]
         for a, b in zip(bounds, bounds[1:], strict=False):
-            out.append(Slice(s.topic, s.partition, s.path, a, b, s.offset_lo, s.offset_hi, s.ts_lo, b - a))
+            out.append(replace(s, start=a, end=b, size_hint=b - a))
     return out
 
 
 def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Iterator[pa.RecordBatch]:
     """Decode the slice into Arrow batches of the given schema (one per ~chunk bytes).
 
-    Control batches are skipped; a torn tail ends the read quietly. A missing file (a
+    Control batches are skipped, and so are the batches of the slice's aborted
+    transactions (read_committed); a torn tail ends the read quietly. A missing file (a
     segment deleted by retention after planning) yields nothing.
     """
     try:
@@ -457,6 +471,8 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
                         continue
                 raise CorruptRecordError(f"{s.path}: no valid batch at position {pos}")
             keep = select_rows(headers, s.offset_lo, s.offset_hi, s.ts_lo)
+            if s.aborted:
+                keep &= ~aborted_mask(headers, s.aborted)
             sel = headers[keep]
             if len(sel):
                 yield decode_batches(buf, sel, topic=s.topic, partition=s.partition, schema=schema,

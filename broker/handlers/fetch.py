@@ -3,6 +3,14 @@ response chunks untouched; the response is framed by protocol.fetch_codec, so re
 are never copied into a bigger buffer. Long poll: when fewer than min_bytes are available,
 the request parks in the purgatory until an append to one of its partitions or max_wait.
 
+Isolation (Kafka's FetchIsolation): consumers read up to the high watermark
+(read_uncommitted) or the last stable offset (read_committed, isolation_level 1), followers
+up to the log end. Every answer reports the partition's LSO; read_committed answers also
+list the aborted transactions overlapping the batches returned (an empty list when none),
+other answers send a null list, as Kafka does. The client drops the aborted records
+itself, so the bytes still go out untouched. A read_committed fetch parked at the LSO
+wakes when it moves: a marker append or a high watermark move notifies the partition.
+
 Fetch sessions (KIP-227) are declined by answering session id 0, which every client
 handles by sending full fetch requests.
 """
@@ -16,6 +24,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_response
 
+from ..replica_manager import READ_COMMITTED
 from . import handles
 
 if TYPE_CHECKING:
@@ -37,6 +46,8 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
     replicas = broker.replicas
     replication = broker.replication
     replica_id = _replica_id(req, version) if replication is not None else -1
+    # followers read to the log end whatever they ask (Kafka's FetchIsolation.of)
+    read_committed = replica_id < 0 and req.isolation_level == READ_COMMITTED
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     any_error = False
@@ -69,22 +80,28 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
                     if got.diverging_epoch is not None:
                         fp.diverging_epoch = got.diverging_epoch
                         any_error = True  # answered at once: the follower must truncate first
+                    # Kafka reports the leader's LSO to followers too (they do not use it)
+                    fp.last_stable_offset = replicas.logs.get(name, p.partition).last_stable_offset
                 else:
                     plog = replicas.partition(name, p.partition)
                     replicas.check_leader_epoch(getattr(p, "current_leader_epoch", -1), name, p.partition)
                     if remaining <= 0 and not first:
-                        fp.high_watermark = fp.last_stable_offset = plog.high_watermark
+                        fp.high_watermark = plog.high_watermark
+                        fp.last_stable_offset = plog.last_stable_offset
                         fp.log_start_offset = plog.log_start_offset
+                        if read_committed:
+                            fp.aborted_transactions = []  # no records, none of them aborted
                         continue
-                    got = replicas.read(plog, p.fetch_offset, limit, min_one_batch=first)
+                    got = replicas.read(plog, p.fetch_offset, limit, min_one_batch=first,
+                                        read_committed=read_committed)
+                    fp.last_stable_offset = got.last_stable_offset
+                    fp.aborted_transactions = got.aborted_transactions
             except KafkaError as exc:
                 fp.error_code = exc.error_code
                 any_error = True
                 _error_details(broker, fp, name, p.partition, exc.error_code, version)
                 continue
-            fp.high_watermark, fp.last_stable_offset, fp.log_start_offset = (
-                got.high_watermark, got.high_watermark if replica_id >= 0 else got.last_stable_offset,
-                got.log_start_offset)
+            fp.high_watermark, fp.log_start_offset = got.high_watermark, got.log_start_offset
             if got.records:
                 fp.records = got.records
                 total += len(got.records)
@@ -105,7 +122,7 @@ def _error_details(broker: Broker, fp: FetchPartition, topic: str, partition: in
     elif code == ErrorCode.offset_out_of_range:
         plog = broker.logs.get(topic, partition)
         if plog is not None:
-            fp.high_watermark = fp.last_stable_offset = plog.high_watermark
+            fp.high_watermark, fp.last_stable_offset = plog.high_watermark, plog.last_stable_offset
             fp.log_start_offset = plog.log_start_offset
 
 

@@ -1,20 +1,18 @@
 """Client-compatibility behaviours seen from real clients: authorized operations reported
-without an authorizer, and transactional producers failing fast (with a clear message)
-while Krait has no transaction coordinator."""
+without an authorizer (through confluent-kafka's AdminClient and Metadata v8-v10 on the
+wire). Transactions with real clients are tested in tests/transactions/."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, Producer, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
-from tests.krait_harness import JavaProgram
 
 TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
              AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
@@ -78,80 +76,3 @@ def test_metadata_v8_to_v10_cluster_and_topic_operations(broker, version):
                      include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
     assert plain.cluster_authorized_operations == NOT_REQUESTED
     assert plain.topics[0].topic_authorized_operations == NOT_REQUESTED
-
-
-# ------------------------------------------------------------------ transactions refused fast
-# Before this fix FindCoordinator(TRANSACTION) answered COORDINATOR_NOT_AVAILABLE, which
-# every client retries until its own timeout (60 s by default) with no hint of the cause.
-FAST = 15.0
-
-
-def test_confluent_transactional_producer_fails_fast_and_fatal(broker):
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": _name("tx")})
-    t0 = time.monotonic()
-    with pytest.raises(KafkaException) as info:
-        p.init_transactions(60)
-    err: KafkaError = info.value.args[0]
-    assert time.monotonic() - t0 < FAST
-    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
-    assert "Transactions are not supported" in err.str()
-
-
-def test_kafka_python_and_aiokafka_transactional_producers_fail_fast(broker):
-    import aiokafka
-    import kafka
-    from kafka.errors import TransactionalIdAuthorizationFailedError
-
-    t0 = time.monotonic()
-    with pytest.raises(TransactionalIdAuthorizationFailedError):
-        kp = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_name("tx"),
-                                 max_block_ms=60000)
-        try:
-            kp.init_transactions()
-        finally:
-            kp.close(timeout=5)
-    assert time.monotonic() - t0 < FAST
-
-    async def aio() -> None:
-        pr = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=_name("tx"))
-        try:
-            await asyncio.wait_for(pr.start(), 60)
-        finally:
-            await pr.stop()
-
-    t0 = time.monotonic()
-    with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
-        asyncio.run(aio())
-    assert time.monotonic() - t0 < FAST
-
-
-JAVA_TXN = r"""
-import java.util.*;
-import org.apache.kafka.clients.producer.*;
-
-public class KraitTxnCheck {
-  public static void main(String[] a) {
-    Properties p = new Properties();
-    p.put("bootstrap.servers", a[0]);
-    p.put("transactional.id", a[1]);
-    p.put("max.block.ms", "60000");
-    p.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-    p.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-    long t0 = System.currentTimeMillis();
-    try (KafkaProducer<String,String> prod = new KafkaProducer<>(p)) {
-      prod.initTransactions();
-      System.out.println("initialised");
-    } catch (Exception e) {
-      System.out.println("failed " + e.getClass().getSimpleName() + " after " + (System.currentTimeMillis() - t0));
-    }
-  }
-}
-"""
-
-
-def test_java_transactional_producer_fails_fast(broker, tmp_path):
-    java = JavaProgram(JAVA_TXN, "KraitTxnCheck", tmp_path)
-    out = java.run(broker.bootstrap, _name("tx"))
-    line = [x for x in out.stdout.splitlines() if x.startswith(("failed", "initialised"))]
-    assert line and line[0].startswith("failed TransactionalIdAuthorizationException"), out.stdout + out.stderr[-2000:]
-    assert int(line[0].rsplit(" ", 1)[1]) < FAST * 1000
