@@ -18,6 +18,7 @@ from kio.serial import entity_reader, entity_writer
 
 from . import apis
 from .bounds import check_entity
+from .describe_transactions_codec import decode_describe_transactions_v0
 from .errors import DecodeError, UnsupportedVersionError
 from .varint import skip_tagged_fields
 
@@ -153,6 +154,8 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     if api_key != apis.ApiKey.API_VERSIONS and rtype.__flexible__:
         pos = skip_tagged_fields(frame, pos)
     frame = _readonly(frame)
+    if api_key == apis.ApiKey.DESCRIBE_TRANSACTIONS and version == 0:
+        return correlation_id, decode_describe_transactions_v0(frame, pos)  # kio refuses its -1 times
     check_entity(rtype, frame, pos)
     try:
         obj, _ = entity_reader(rtype)(frame, pos)

@@ -89,7 +89,10 @@ _MS = datetime.timedelta(milliseconds=1)
 
 
 def _ms(value: Any) -> int:
-    """Milliseconds of a decoded int64/int32 time field (kio decodes some as datetime or timedelta)."""
+    """Milliseconds of a decoded int64/int32 time field (kio decodes some as datetime or
+    timedelta; None is Kafka's -1)."""
+    if value is None:
+        return -1
     if isinstance(value, datetime.datetime):
         return (value - _EPOCH) // _MS
     if isinstance(value, datetime.timedelta):

@@ -205,6 +205,14 @@ def test_describe_asks_the_coordinator(txn_broker):
     d = dict(zip(*rows(r.stdout), strict=True))
     assert d["TransactionState"] == "CompleteCommit" and d["TopicPartitions"] == ""
 
+    # an initialised id with no transaction yet: Kafka sends start time -1 (kio's reader refuses it)
+    Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": "cli-empty"}).init_transactions(30)
+    r = transactions(txn_broker, "describe", "--transactional-id", "cli-empty")
+    assert r.returncode == 0, r.stderr
+    d = dict(zip(*rows(r.stdout), strict=True))
+    assert (d["TransactionState"], d["CurrentTransactionStartTimeMs"], d["TransactionDurationMs"]) == (
+        "Empty", "None", "None")
+
     r = transactions(txn_broker, "describe", "--transactional-id", "no-such-id")
     assert r.returncode == 1
     assert r.stderr.strip() == ("Failed to describe transaction state of transactional-id `no-such-id`: "
