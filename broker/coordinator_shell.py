@@ -8,6 +8,7 @@ coordinator records with acks=all), and run the core's timers when it says they 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -57,6 +58,17 @@ class CoordinatorShell:
             self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
 
     # --- calling the core -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[list[tuple[TopicPartition, int, int]]]:
+        """One step of the core (a request, a timer, a load): yields the list that collects
+        its appends, so that nothing written by an earlier step is waited for again."""
+        appended: list[tuple[TopicPartition, int, int]] = []
+        self._appended = appended
+        try:
+            yield appended
+        finally:
+            self._appended = []
+
     def call(self, op: Callable[..., None], req: Any, **kwargs: Any) -> Any:
         """Run one core operation; returns the response, or a Future of it."""
         loop = asyncio.get_running_loop()
@@ -66,11 +78,8 @@ class CoordinatorShell:
             if not fut.done():
                 fut.set_result(resp)
 
-        self._appended = []
-        try:
+        with self.operation() as appended:
             op(req, respond, **kwargs)
-        finally:
-            appended, self._appended = self._appended, []
         self.reschedule()
         if appended:
             return self._after_replication(fut, appended)
@@ -117,7 +126,8 @@ class CoordinatorShell:
         self._timer = None
         self._timer_at = None
         try:
-            self.poll()
+            with self.operation():
+                self.poll()
         except Exception:
             self.log.exception("coordinator timer failed")
         self.reschedule()

@@ -135,6 +135,10 @@ class TransactionDriver(CoordinatorShell):
         self.reschedule_soon()
 
     def _load(self, partition: int, coordinator_epoch: int, *, to_log_end: bool) -> int:
+        with self.operation():  # finishing a load may send markers: they wait for nothing older
+            return self._replay(partition, coordinator_epoch, to_log_end)
+
+    def _replay(self, partition: int, coordinator_epoch: int, to_log_end: bool) -> int:
         plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
         self.coordinator.start_loading(partition, coordinator_epoch)
         # __transaction_state holds no transactional batches: plain (offset, key, value) records
@@ -280,7 +284,8 @@ class TransactionDriver(CoordinatorShell):
             log.exception("sending the markers of %s failed", request.transactional_id)
         finally:
             try:
-                on_complete(results)
+                with self.operation():
+                    on_complete(results)
             finally:
                 self.reschedule_soon()
 

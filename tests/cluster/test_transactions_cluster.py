@@ -34,8 +34,8 @@ def _consume(bootstrap: str, topic: str, partitions: int, isolation: str, settle
     return sorted(got)
 
 
-def _coordinator(cl: Cluster, transactional_id: str) -> int:
-    with WireClient("127.0.0.1", cl.brokers[1].port) as w:
+def _coordinator(cl: Cluster, transactional_id: str, ask: int = 1) -> int:
+    with WireClient("127.0.0.1", cl.brokers[ask].port) as w:
         r = w.request(ApiKey.FIND_COORDINATOR, 3, key=transactional_id, key_type=1)
         assert r.error_code == 0, r
         return r.node_id
@@ -83,7 +83,9 @@ def test_coordinator_killed_mid_transaction(tmp_path, zk_connect):
             p.produce("pay", f"v{i}".encode(), partition=i % 2)
         p.flush(30)
         cl.brokers[coordinator].kill()
-        wait_for(lambda: _coordinator(cl, "tx-failover") not in (-1, coordinator), 40, what="a new coordinator")
+        alive = next(b for b in cl.brokers if b != coordinator)
+        wait_for(lambda: _coordinator(cl, "tx-failover", alive) not in (-1, coordinator), 40,
+                 what="a new coordinator")
         p.commit_transaction(60)
         assert _consume(cl.bootstrap, "pay", 2, "read_committed") == sorted(f"v{i}" for i in range(20))
         cl.brokers[coordinator].start()
