@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coordinator.loader import LoadItem, TxnMarker
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from protocol.records import iter_headers, iter_records, parse_control_batch
 from storage.log import PartitionLog
 
 from .replica_manager import ReplicaManager
+from .topic_admin import TopicAdmin
 
 TopicPartition = tuple[str, int]
 
@@ -56,6 +57,23 @@ class CoordinatorShell:
         """Note an append of the running operation: its answer waits for the ISR to have it."""
         if self.replicas.replicated:
             self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
+
+    # --- the internal topic -------------------------------------------------------------------
+    @staticmethod
+    def create_internal_topic(topics: TopicAdmin, name: str, partitions: int, replication_factor: int,
+                              configs: dict[str, str]) -> None:
+        """Create a coordinator's topic on first use, as Kafka does, with the configured
+        replication factor but never more than the live brokers (nor a min.insync.replicas
+        above it: a single broker must still write its coordinator's state). Another broker
+        creating it a moment earlier is fine."""
+        rf = max(1, min(replication_factor, len(topics.live_brokers())))
+        if int(configs.get("min.insync.replicas", 1)) > rf:
+            configs = {**configs, "min.insync.replicas": str(rf)}
+        try:
+            topics.create_topic(name, partitions, configs, replication_factor=rf)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.topic_already_exists:
+                raise
 
     # --- calling the core -----------------------------------------------------------------
     @contextlib.contextmanager

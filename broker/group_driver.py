@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode
 from protocol.records import NO_SEQUENCE, build_batch
 from storage.transactions import SENTINEL_GUARD, VerificationGuard
 
@@ -84,18 +84,12 @@ class CoordinatorDriver(CoordinatorShell):
         if self.registry.get(OFFSETS_TOPIC) is not None:
             return
         cfg = self.broker_config
-        # as Kafka: offsets.topic.replication.factor, but never more than the live brokers
-        rf = max(1, min(cfg["offsets.topic.replication.factor"], len(self.topics.live_brokers())))
-        try:
-            self.topics.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            }, replication_factor=rf)
-        except KafkaError as exc:
-            # in a cluster another broker may have created it a moment ago
-            if exc.error_code != ErrorCode.topic_already_exists:
-                raise
+        self.create_internal_topic(self.topics, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                   cfg["offsets.topic.replication.factor"], {
+                                       "cleanup.policy": "compact",
+                                       "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                                       "compression.type": "producer",
+                                   })
         if self.replicas.replicated:
             self.follow_leadership()
             return

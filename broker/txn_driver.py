@@ -106,17 +106,9 @@ class TransactionDriver(CoordinatorShell):
     def ensure_topic(self) -> None:
         if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
             return
-        # as Kafka: transaction.state.log.replication.factor, never more than the live brokers
-        rf = max(1, min(self.config.transaction_state_log_replication_factor, len(self.topics.live_brokers())))
-        configs = self.config.topic_configs()
-        if rf < self.config.transaction_state_log_min_isr:
-            configs["min.insync.replicas"] = str(rf)  # a single broker must still write its state
-        try:
-            self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions,
-                                     configs, replication_factor=rf)
-        except KafkaError as exc:
-            if exc.error_code != ErrorCode.topic_already_exists:
-                raise
+        cfg = self.config
+        self.create_internal_topic(self.topics, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
+                                   cfg.transaction_state_log_replication_factor, cfg.topic_configs())
         if self.replicas.replicated:
             self.follow_leadership()
             return
