@@ -102,6 +102,17 @@ BROKER_KEYS: dict[str, tuple] = {
     "group.max.session.timeout.ms": (_int, "1800000"),
     "group.initial.rebalance.delay.ms": (_int, "3000"),
     "group.max.size": (_int, str(INT_MAX)),
+    # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig)
+    "group.coordinator.rebalance.protocols": (_list, "classic,consumer"),
+    "group.consumer.session.timeout.ms": (_int, "45000"),
+    "group.consumer.min.session.timeout.ms": (_int, "45000"),
+    "group.consumer.max.session.timeout.ms": (_int, "60000"),
+    "group.consumer.heartbeat.interval.ms": (_int, "5000"),
+    "group.consumer.min.heartbeat.interval.ms": (_int, "5000"),
+    "group.consumer.max.heartbeat.interval.ms": (_int, "15000"),
+    "group.consumer.max.size": (_int, str(INT_MAX)),
+    "group.consumer.assignors": (_list, "uniform,range"),
+    "group.consumer.migration.policy": (_str, "bidirectional"),
     "max.request.partition.size.limit": (_int, "2000"),
     "transactional.id.expiration.ms": (_int, "604800000"),
     # transactions (Kafka's TransactionLogConfig / TransactionStateManagerConfig)
@@ -139,7 +150,6 @@ IGNORED_KEYS = {
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.cleaner.threads",
-    "group.coordinator.rebalance.protocols",
 }
 
 # topic config name -> broker key that supplies its default
@@ -201,6 +211,10 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "transaction.state.log.min.isr": "INT", "share.coordinator.state.topic.replication.factor": "SHORT",
     "share.coordinator.state.topic.min.isr": "SHORT", "zookeeper.connect": "STRING",
     "zookeeper.connection.timeout.ms": "INT", "zookeeper.session.timeout.ms": "INT", "group.coordinator.rebalance.protocols": "LIST",
+    "group.consumer.session.timeout.ms": "INT", "group.consumer.min.session.timeout.ms": "INT",
+    "group.consumer.max.session.timeout.ms": "INT", "group.consumer.heartbeat.interval.ms": "INT",
+    "group.consumer.min.heartbeat.interval.ms": "INT", "group.consumer.max.heartbeat.interval.ms": "INT",
+    "group.consumer.max.size": "INT", "group.consumer.assignors": "LIST", "group.consumer.migration.policy": "STRING",
     "replica.lag.time.max.ms": "LONG", "replica.fetch.max.bytes": "INT", "replica.fetch.response.max.bytes": "INT",
     "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
     "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
