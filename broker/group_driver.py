@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+import uuid
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
@@ -35,7 +36,7 @@ from .config import BrokerConfig
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .replica_manager import ReplicaManager
 from .topic_admin import TopicAdmin
-from .topics import TopicRegistry
+from .topics import INTERNAL_TOPICS, TopicRegistry
 
 log = logging.getLogger("krait.groups")
 
@@ -61,8 +62,10 @@ class CoordinatorDriver(CoordinatorShell):
         self.registry = registry
         self.topics = topics
         self.config = CoordinatorConfig.from_properties(config.values)
+        self._topic_map: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
         self.coordinator = GroupCoordinator(self.config, now_ms, self,
-                                            partition_exists=lambda t, p: replicas.logs.get(t, p) is not None)
+                                            partition_exists=lambda t, p: replicas.logs.get(t, p) is not None,
+                                            topics=self.topic_map)
         #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}
@@ -72,6 +75,17 @@ class CoordinatorDriver(CoordinatorShell):
             self.follow_leadership()
         elif registry.get(OFFSETS_TOPIC) is not None:
             self._load()
+
+    def topic_map(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """What consumer groups subscribe to: every topic but the internal ones, as {name:
+        (topic id, partitions)}; asked on every heartbeat, so rebuilt only when the
+        registry changed."""
+        version, topics = self._topic_map
+        if version != self.registry.version:
+            topics = {t.name: (t.topic_id, t.partitions) for t in self.registry.topics.values()
+                      if t.name not in INTERNAL_TOPICS}
+            self._topic_map = (self.registry.version, topics)
+        return topics
 
     # --- the __consumer_offsets topic -----------------------------------------------------------
     def ready(self) -> CoordinatorDriver:

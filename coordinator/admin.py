@@ -3,6 +3,11 @@
 What ``kafka-consumer-groups.sh`` (and ``krait groups``) ask of the coordinator: describe
 groups (unknown ones as Dead, as Kafka does), list them, and delete Empty groups together
 with their offsets (pending transactional ones included).
+
+KIP-848 consumer groups are listed with type "consumer" and deleted like classic ones (their
+own tombstones instead of GroupMetadata's); DescribeGroups describes them as Dead, as Kafka's
+GroupMetadataManager.describeGroups does for any group that is not classic (clients describe
+them with ConsumerGroupDescribe: coordinator/consumer/describe.py).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import GroupState
 from coordinator.records import encode_group_metadata_key, encode_offset_commit_key
 from coordinator.responses import response_for
@@ -60,7 +67,7 @@ class GroupAdmin:
             base["error_code"] = err
             return base
         group = self._state.groups.get(gid)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             base["group_state"] = _S.DEAD.value
             return base
         stable = group.is_(_S.STABLE)
@@ -86,18 +93,20 @@ class GroupAdmin:
         states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
         types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
         out = []
-        if not types or "classic" in types:
-            for g in self._state.groups.values():
-                if g.is_(_S.DEAD) or (states and g.state.value.lower() not in states):
-                    continue
-                out.append(
-                    {
-                        "group_id": g.group_id,
-                        "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value,
-                        "group_type": "classic",
-                    }
-                )
+        for g in self._state.groups.values():
+            group_type = "consumer" if isinstance(g, ConsumerGroup) else "classic"
+            if types and group_type not in types:
+                continue
+            if g.state.value == _S.DEAD.value or (states and g.state.value.lower() not in states):
+                continue
+            out.append(
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type or "",
+                    "group_state": g.state.value,
+                    "group_type": group_type,
+                }
+            )
         err = E.coordinator_load_in_progress if self._state.loading else E.none
         reply(respond, response_for(req, error_code=err, groups=out))
 
@@ -112,15 +121,20 @@ class GroupAdmin:
         if err is not None:
             return err
         group = state.groups.get(gid)
-        if group is None or group.is_(_S.DEAD):
+        if group is None or group.state.value == _S.DEAD.value:
             return E.group_id_not_found
-        if not group.is_(_S.EMPTY):
+        if isinstance(group, ConsumerGroup) and not group.is_empty():
+            return E.non_empty_group
+        if not isinstance(group, ConsumerGroup) and not group.is_(_S.EMPTY):
             return E.non_empty_group
         # Pending transactional offsets are deleted with the group: Kafka's deleteAllOffsets
         # writes a tombstone for each partition only they hold, too.
         keys = set(group.offsets).union(*group.pending_txn_offsets.values())
         records: list[Record] = [(encode_offset_commit_key(gid, topic, p), None) for topic, p in sorted(keys)]
-        records.append((encode_group_metadata_key(gid), None))
+        if isinstance(group, ConsumerGroup):
+            records += [encode_record(r) for r in group_tombstones(group)]
+        else:
+            records.append((encode_group_metadata_key(gid), None))
         try:
             state.append(group, records)
         except Exception as exc:

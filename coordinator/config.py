@@ -1,20 +1,44 @@
 """The group coordinator's settings, named after Kafka's broker properties.
 
 The broker's config module owns parsing server.properties; :meth:`CoordinatorConfig.from_properties`
-picks the keys that concern groups out of a flat ``{kafka.name: value}`` mapping.
+picks the keys that concern groups out of a flat ``{kafka.name: value}`` mapping. Most are
+ints; ``group.consumer.assignors`` and ``group.coordinator.rebalance.protocols`` are lists
+(comma-separated strings or sequences). Inconsistent values raise ValueError naming the key,
+with Kafka's messages (GroupCoordinatorConfig / KafkaConfig).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["CoordinatorConfig", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
+__all__ = ["CoordinatorConfig", "NEW_MEMBER_JOIN_TIMEOUT_MS", "REBALANCE_PROTOCOLS"]
 
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joined without a member id
 #: and whose join never completes is dropped after this long (its client likely gave up).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+#: group.coordinator.rebalance.protocols values Kafka knows (Group.GroupType)
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
+
+#: group.consumer.assignors takes names or Kafka's class names for the built-in assignors
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+_LISTS = ("group_consumer_assignors", "group_coordinator_rebalance_protocols")
+
+
+def _as_list(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, Sequence):
+        items = [str(v) for v in value]
+    else:
+        raise ValueError(f"{key}: expected a list, got {value!r}")
+    return tuple(i.strip() for i in items if i.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,17 +52,100 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS  # not configurable in Kafka
+    # --- KIP-848 consumer groups (Kafka's GroupCoordinatorConfig) ---------------------------
+    group_consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    group_consumer_min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    group_consumer_max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    group_consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    group_consumer_min_heartbeat_interval_ms: int = 5000  # group.consumer.min.heartbeat.interval.ms
+    group_consumer_max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
+    group_consumer_max_size: int = 2_147_483_647  # group.consumer.max.size
+    #: group.consumer.assignors: server assignors by name; the first is the default
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    #: group.coordinator.rebalance.protocols: "consumer" enables ConsumerGroupHeartbeat
+    group_coordinator_rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+
+    def __post_init__(self) -> None:
+        for name in _LISTS:
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, _as_list(name.replace("_", "."), value))
+        object.__setattr__(
+            self, "group_consumer_assignors",
+            tuple(_ASSIGNOR_CLASSES.get(a, a) for a in self.group_consumer_assignors),
+        )
+        self._validate()
+
+    def _validate(self) -> None:
+        def require(ok: bool, message: str) -> None:
+            if not ok:
+                raise ValueError(message)
+
+        k = "group.consumer."
+        for f in fields(self):
+            if f.name.startswith("group_consumer_") and f.name not in _LISTS:
+                require(getattr(self, f.name) >= 1, f"{f.name.replace('_', '.')} must be at least 1")
+        require(
+            self.group_consumer_max_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
+            f"{k}max.heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms",
+        )
+        require(
+            self.group_consumer_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
+            f"{k}heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms",
+        )
+        require(
+            self.group_consumer_heartbeat_interval_ms <= self.group_consumer_max_heartbeat_interval_ms,
+            f"{k}heartbeat.interval.ms must be less than or equal to {k}max.heartbeat.interval.ms",
+        )
+        require(
+            self.group_consumer_max_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
+            f"{k}max.session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms",
+        )
+        require(
+            self.group_consumer_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
+            f"{k}session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms",
+        )
+        require(
+            self.group_consumer_session_timeout_ms <= self.group_consumer_max_session_timeout_ms,
+            f"{k}session.timeout.ms must be less than or equal to {k}max.session.timeout.ms",
+        )
+        require(
+            self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms,
+            f"{k}heartbeat.interval.ms must be less than {k}session.timeout.ms",
+        )
+        require(bool(self.group_consumer_assignors), f"{k}assignors must name at least one assignor")
+        protocols = self.group_coordinator_rebalance_protocols
+        unknown = [p for p in protocols if p not in REBALANCE_PROTOCOLS]
+        require(
+            not unknown,
+            f"group.coordinator.rebalance.protocols: unknown protocols {unknown} (known: {', '.join(REBALANCE_PROTOCOLS)})",
+        )
+        require("classic" in protocols, "group.coordinator.rebalance.protocols: Disabling the 'classic' protocol is not supported.")
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
 
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        """Whether ConsumerGroupHeartbeat is served ("consumer" in group.coordinator.rebalance.protocols)."""
+        return "consumer" in self.group_coordinator_rebalance_protocols
+
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> CoordinatorConfig:
-        """Build from Kafka property names (``group.max.size`` ...); unknown keys are ignored."""
-        kwargs: dict[str, int] = {}
+        """Build from Kafka property names (``group.max.size`` ...); unknown keys are ignored.
+        Raises ValueError, naming the key, for a value that is not valid."""
+        kwargs: dict[str, Any] = {}
         for f in fields(cls):
             key = f.name.replace("_", ".")
-            if key in props:
-                kwargs[f.name] = int(props[key])
+            if key not in props:
+                continue
+            value = props[key]
+            if f.name in _LISTS:
+                kwargs[f.name] = _as_list(key, value)
+                continue
+            try:
+                kwargs[f.name] = int(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{key}: not an integer: {value!r}") from None
         return cls(**kwargs)

@@ -1,4 +1,5 @@
-"""GroupCoordinator: Kafka's classic group protocol as a pure state machine.
+"""GroupCoordinator: Kafka's group coordinator (classic and KIP-848 consumer groups) as a
+pure state machine.
 
 The broker (an asyncio shell) owns sockets, the clock source and the ``__consumer_offsets``
 partition logs; the coordinator owns everything else. It follows Apache Kafka's
@@ -10,6 +11,8 @@ This class is the coordinator's one entry point. It creates the shared
 
 * ``coordinator/classic/``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance
   with its membership timers,
+* ``coordinator/consumer/``: KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe,
+  server-side assignors, reconciliation and the members' session and revocation timers,
 * ``coordinator/offsets.py``: OffsetCommit, OffsetFetch, OffsetDelete, offset expiry,
 * ``coordinator/txn_offsets.py``: TxnOffsetCommit and the pending transactional offsets,
 * ``coordinator/loader.py``: replaying ``__consumer_offsets`` partitions,
@@ -17,10 +20,13 @@ This class is the coordinator's one entry point. It creates the shared
 
 How the broker drives it
 ------------------------
-* Construct ``GroupCoordinator(config, clock, log)``; ``clock()`` returns wall-clock ms and
+* Construct ``GroupCoordinator(config, clock, log, topics=...)``; ``clock()`` returns wall-clock ms and
   ``log.append(partition, [(key, value|None), ...])`` synchronously appends records to
   ``__consumer_offsets-<partition>`` (one batch, all or nothing) or raises; with
   ``producer_id=, producer_epoch=`` (TxnOffsetCommit) the batch is transactional.
+* ``topics()`` returns the broker's topics as ``{name: (topic id, number of partitions)}``;
+  consumer groups resolve their subscriptions (names and regexes) against it on every
+  heartbeat, so new topics and partitions are assigned without a restart.
 * For every request call the operation with the kio request and a ``respond`` callback.
   ``respond`` is called exactly once, maybe later (JoinGroup and SyncGroup park until the
   rebalance moves on), always from inside one of the coordinator's methods.
@@ -38,27 +44,49 @@ How the broker drives it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.admin import GroupAdmin
+from coordinator.admin import GROUP_AUTHORIZED_OPERATIONS, GroupAdmin
 from coordinator.classic import Heartbeat, JoinGroup, LeaveGroup, Rebalancer, SyncGroup
 from coordinator.config import CoordinatorConfig
-from coordinator.group import Group
+from coordinator.consumer.assignors import ASSIGNORS, PartitionAssignor
+from coordinator.consumer.describe import ConsumerGroupDescribe
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
+from coordinator.consumer.membership import Membership
 from coordinator.loader import GroupLoader, LoadItem
 from coordinator.offsets import Offsets
-from coordinator.state import CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
+from coordinator.state import AnyGroup, CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
 from coordinator.txn_offsets import TxnOffsets
 
-__all__ = ["GroupCoordinator", "OffsetsLog", "java_string_hash", "partition_for_group"]
+__all__ = ["GroupCoordinator", "OffsetsLog", "Topics", "java_string_hash", "partition_for_group"]
+
+#: the broker's topics: name -> (topic id, number of partitions)
+Topics = Mapping[str, tuple[uuid.UUID, int]]
+
+
+def _no_topics() -> Topics:
+    return {}
+
+
+def _enabled_assignors(config: CoordinatorConfig, known: Mapping[str, PartitionAssignor]) -> dict[str, PartitionAssignor]:
+    """The assignors group.consumer.assignors names, in its order (the first is the default)."""
+    unknown = [name for name in config.group_consumer_assignors if name not in known]
+    if unknown:
+        raise ValueError(
+            f"group.consumer.assignors: unknown assignors {unknown} (known: {', '.join(known)})"
+        )
+    return {name: known[name] for name in config.group_consumer_assignors}
 
 log = logging.getLogger(__name__)
 
 
 class GroupCoordinator:
-    """All classic groups of this broker. Not thread-safe; call from one thread (the loop)."""
+    """All groups of this broker. Not thread-safe; call from one thread (the loop)."""
 
     def __init__(
         self,
@@ -67,11 +95,20 @@ class GroupCoordinator:
         log: OffsetsLog,
         *,
         partition_exists: Callable[[str, int], bool] | None = None,
+        topics: Callable[[], Topics] | None = None,
+        assignors: Mapping[str, PartitionAssignor] | None = None,
     ) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
-        UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (Kafka's KafkaApis check)."""
+        UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (Kafka's KafkaApis check).
+        ``topics()``: the broker's topics, ``{name: (topic id, partitions)}`` (default: none).
+        ``assignors``: the server assignors by name (default: coordinator.consumer.assignors'
+        ASSIGNORS); config.group_consumer_assignors picks among them (ValueError naming
+        group.consumer.assignors for an unknown one)."""
         self.config = config
         self._state = state = CoordinatorState(config, clock, log)
+        self._membership = Membership(state, topics or _no_topics, _enabled_assignors(config, assignors or ASSIGNORS))
+        self._cg_heartbeat = ConsumerGroupHeartbeat(self._membership)
+        self._cg_describe = ConsumerGroupDescribe(self._membership, GROUP_AUTHORIZED_OPERATIONS)
         self._rebalance = Rebalancer(state)
         self._join = JoinGroup(state, self._rebalance)
         self._sync = SyncGroup(state, self._rebalance)
@@ -79,7 +116,7 @@ class GroupCoordinator:
         self._leave = LeaveGroup(state, self._rebalance)
         self._offsets = Offsets(state, self._rebalance, partition_exists)
         self._txn_offsets = TxnOffsets(state, partition_exists)
-        self._loader = GroupLoader(state, self._rebalance)
+        self._loader = GroupLoader(state, self._rebalance, self._membership.on_loaded)
         self._admin = GroupAdmin(state)
 
     # ================================================================ groups
@@ -87,12 +124,20 @@ class GroupCoordinator:
         """The ``__consumer_offsets`` partition (and so the coordinator) of a group."""
         return self._state.partition_for(group_id)
 
-    def group(self, group_id: str) -> Group | None:
-        """Read-only view for the broker/CLI (do not mutate)."""
+    def group(self, group_id: str) -> AnyGroup | None:
+        """Read-only view for the broker/CLI (do not mutate): a classic
+        :class:`~coordinator.group.Group` or a :class:`~coordinator.consumer.group.ConsumerGroup`."""
         return self._state.groups.get(group_id)
 
-    def groups(self) -> list[Group]:
+    def groups(self) -> list[AnyGroup]:
         return list(self._state.groups.values())
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        """Whether ConsumerGroupHeartbeat is served (group.coordinator.rebalance.protocols
+        lists "consumer"); when not, the broker should not advertise it (Kafka answers
+        UNSUPPORTED_VERSION, and so does :meth:`consumer_group_heartbeat`)."""
+        return self.config.consumer_protocol_enabled
 
     # ================================================================ timers
     def next_deadline_ms(self) -> int | None:
@@ -105,7 +150,8 @@ class GroupCoordinator:
 
     def poll(self) -> None:
         """Run every timer that is due: session and new-member timeouts, rebalance (join)
-        and sync timeouts, the initial rebalance delay, pending member ids, offset expiry."""
+        and sync timeouts, the initial rebalance delay, pending member ids, consumer-group
+        members' session and revocation timeouts, offset expiry."""
         state = self._state
         now = state.clock()
         while (timer := state.timers.pop_due(now)) is not None:
@@ -113,7 +159,10 @@ class GroupCoordinator:
             if state.groups.get(group.group_id) is not group:
                 continue  # the group was deleted or reloaded since
             try:
-                self._rebalance.fire(kind, group, key, at, now)
+                if isinstance(group, ConsumerGroup):
+                    self._membership.fire(kind, group, key, at, now)
+                else:
+                    self._rebalance.fire(kind, group, key, at, now)
             except Exception:  # a bug must not stop the other groups' timers
                 log.exception("group %s: %s timer failed", group.group_id, kind)
             now = state.clock()
@@ -193,6 +242,24 @@ class GroupCoordinator:
         finally:
             self.poll()
 
+    # ================================================================ consumer groups (KIP-848)
+    def consumer_group_heartbeat(self, req: Any, respond: Respond, *, client_id: str = "", client_host: str = "") -> None:
+        """ConsumerGroupHeartbeat v0-1: join (epoch 0), heartbeat, leave (-1; -2 for a static
+        member coming back). ``client_id`` and ``client_host`` (Kafka's form, "/" + ip) are
+        the request's, shown by ConsumerGroupDescribe."""
+        try:
+            self._cg_heartbeat(req, respond, client_id, client_host)
+        finally:
+            self.poll()
+
+    def consumer_group_describe(
+        self, req: Any, respond: Respond, authorized_operations: Callable[[str], int] | None = None
+    ) -> None:
+        """ConsumerGroupDescribe v0-1. GROUP_ID_NOT_FOUND for unknown and classic groups.
+        ``authorized_operations(group_id)`` as for :meth:`describe_groups`."""
+        self._cg_describe(req, respond, authorized_operations)
+        self.poll()
+
     # ================================================================ offsets
     def offset_commit(self, req: Any, respond: Respond) -> None:
         """OffsetCommit v2-9."""
@@ -249,11 +316,12 @@ class GroupCoordinator:
         self.poll()
 
     def list_groups(self, req: Any, respond: Respond) -> None:
-        """ListGroups v0-5 (states filter v4+, types filter v5; all groups here are "classic")."""
+        """ListGroups v0-5 (states filter v4+, types filter v5: "classic" or "consumer")."""
         self._admin.list_groups(req, respond)
         self.poll()
 
     def delete_groups(self, req: Any, respond: Respond) -> None:
-        """DeleteGroups v0-2: only Empty groups; writes tombstones for offsets and metadata."""
+        """DeleteGroups v0-2: only Empty groups (classic or consumer); writes tombstones for
+        offsets and the group's records."""
         self._admin.delete_groups(req, respond)
         self.poll()

@@ -1,6 +1,12 @@
 """One classic consumer group: its members, generation, elected protocol, committed offsets,
 pending transactional offsets and state machine (Kafka's ClassicGroup / GroupMetadata).
 
+:class:`GroupBase` holds what every group type has: its id, its ``__consumer_offsets``
+partition and its committed and pending transactional offsets (Kafka keeps those in
+OffsetMetadataManager, by group id, whatever the group's type). The classic :class:`Group`
+and KIP-848's :class:`~coordinator.consumer.group.ConsumerGroup` extend it, so that
+coordinator/offsets.py and coordinator/txn_offsets.py serve both.
+
 Nothing here does I/O or knows about timers' mechanics; it holds the deadlines the
 coordinator's timer wheel reads, and the pending request callbacks of members waiting in
 JoinGroup or SyncGroup.
@@ -17,7 +23,7 @@ from typing import Any
 from coordinator.consumer_protocol import decode_subscription_topics
 from coordinator.records import OffsetCommitValue
 
-__all__ = ["GroupState", "Member", "Group", "Pending", "TxnOffset", "CONSUMER_PROTOCOL_TYPE"]
+__all__ = ["GroupBase", "GroupState", "Member", "Group", "Pending", "TxnOffset", "CONSUMER_PROTOCOL_TYPE"]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -111,45 +117,17 @@ class Member:
 
 
 @dataclass(slots=True, eq=False)
-class Group:
+class GroupBase:
+    """The id, partition and offsets of a group of any type."""
+
     group_id: str
     partition: int
-    state: GroupState = GroupState.EMPTY
-    state_timestamp: int = -1
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)  # insertion-ordered: leader choice
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline (ms)
-    pending_sync: set[str] = field(default_factory=set)
-    num_awaiting_join: int = 0
-    # Rebalance bookkeeping (Kafka's DelayedJoin / InitialDelayedJoin / DelayedSync).
-    join_deadline: int | None = None
-    initial_delay_remaining: int | None = None  # not None while an InitialDelayedJoin runs
-    new_member_added: bool = False
-    sync_deadline: int | None = None
-    subscribed_topics: set[str] | None = None
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
     #: log offset of the record behind each committed offset (see TxnOffset.position); only
     #: read for keys present in ``offsets``, so an entry left behind by a removal is harmless
     offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
     #: producer id -> its pending transactional offsets (Kafka's pendingTransactionalOffsetCommits)
     pending_txn_offsets: dict[int, dict[tuple[str, int], TxnOffset]] = field(default_factory=dict)
-
-    # --- state ---------------------------------------------------------------------
-    def transition(self, new: GroupState, now: int) -> None:
-        if self.state not in _VALID_PREVIOUS[new]:
-            raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {new.value}")
-        self.state = new
-        self.state_timestamp = now
-
-    def is_(self, state: GroupState) -> bool:
-        return self.state is state
-
-    def can_rebalance(self) -> bool:
-        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
     # --- offsets -------------------------------------------------------------------
     def commit_offset(self, key: tuple[str, int], value: OffsetCommitValue, position: int) -> None:
@@ -173,6 +151,47 @@ class Group:
         for pending in self.pending_txn_offsets.values():
             for key in keys & pending.keys():
                 del pending[key]
+
+    def adopt_offsets(self, other: GroupBase) -> None:
+        """Take over the offsets of ``other``, the group this one replaces under the same id
+        (a group changing type keeps its offsets, as Kafka's do)."""
+        self.offsets, other.offsets = other.offsets, {}
+        self.offset_positions, other.offset_positions = other.offset_positions, {}
+        self.pending_txn_offsets, other.pending_txn_offsets = other.pending_txn_offsets, {}
+
+
+@dataclass(slots=True, eq=False)
+class Group(GroupBase):
+    state: GroupState = GroupState.EMPTY
+    state_timestamp: int = -1
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)  # insertion-ordered: leader choice
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline (ms)
+    pending_sync: set[str] = field(default_factory=set)
+    num_awaiting_join: int = 0
+    # Rebalance bookkeeping (Kafka's DelayedJoin / InitialDelayedJoin / DelayedSync).
+    join_deadline: int | None = None
+    initial_delay_remaining: int | None = None  # not None while an InitialDelayedJoin runs
+    new_member_added: bool = False
+    sync_deadline: int | None = None
+    subscribed_topics: set[str] | None = None
+
+    # --- state ---------------------------------------------------------------------
+    def transition(self, new: GroupState, now: int) -> None:
+        if self.state not in _VALID_PREVIOUS[new]:
+            raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {new.value}")
+        self.state = new
+        self.state_timestamp = now
+
+    def is_(self, state: GroupState) -> bool:
+        return self.state is state
+
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
 
     # --- membership ----------------------------------------------------------------
     def has(self, member_id: str) -> bool:

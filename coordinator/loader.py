@@ -11,16 +11,24 @@ producer's COMMIT or ABORT marker (:class:`TxnMarker`): a commit makes them comm
 a later record of the same partition is (the log offset decides, as in Kafka), an abort
 drops them; those without a marker yet end up pending on their groups. A tombstone of an
 offset removes it from every open transaction too (Kafka's OffsetMetadataManager.replay).
+
+KIP-848 consumer-group records (key types 3-8) are replayed in log order into the loading
+partition's consumer groups by the same code that applies them live
+(coordinator/consumer/replay.py); at the end the groups get their offsets and their members'
+session (and revocation) timers, as Kafka's onLoaded.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from coordinator.classic.rebalance import Rebalancer
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.records import ConsumerGroupKey, decode_any_key, decode_record
+from coordinator.consumer.replay import ReplayError, replay
 from coordinator.group import Group, GroupState, Member, TxnOffset
 from coordinator.records import (
     GroupMetadataKey,
@@ -30,7 +38,6 @@ from coordinator.records import (
     RecordDecodeError,
     UnknownRecordVersion,
     decode_group_metadata_value,
-    decode_key,
     decode_offset_commit_value,
 )
 from coordinator.state import CoordinatorState
@@ -66,17 +73,48 @@ class LoadState:
     positions: dict[OffsetKey, int] = field(default_factory=dict)
     pending: dict[int, dict[str, dict[tuple[str, int], TxnOffset]]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    #: the consumer groups replayed so far (records applied in log order)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     skipped: int = 0
     #: one past the last offset replayed (where the coordinator's next record will go)
     end: int = 0
 
 
-class GroupLoader:
-    """Replays ``__consumer_offsets`` partitions into the groups of ``state``."""
+class _LoadingGroups:
+    """A loading partition's consumer groups, as replay sees them (a GroupSource)."""
 
-    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+    def __init__(self, st: LoadState, partition: int) -> None:
+        self._st = st
+        self._partition = partition
+
+    def get(self, group_id: str) -> ConsumerGroup | None:
+        return self._st.consumer_groups.get(group_id)
+
+    def create(self, group_id: str) -> ConsumerGroup:
+        group = self._st.consumer_groups.get(group_id)
+        if group is None:
+            if self._st.groups.get(group_id) is not None:
+                raise ReplayError(f"group {group_id} is a classic group")
+            group = self._st.consumer_groups[group_id] = ConsumerGroup(group_id, self._partition)
+        return group
+
+    def remove(self, group_id: str) -> None:
+        self._st.consumer_groups.pop(group_id, None)
+
+
+class GroupLoader:
+    """Replays ``__consumer_offsets`` partitions into the groups of ``state``.
+    ``consumer_group_loaded(group)`` runs for every consumer group loaded (its timers)."""
+
+    def __init__(
+        self,
+        state: CoordinatorState,
+        rebalancer: Rebalancer,
+        consumer_group_loaded: Callable[[ConsumerGroup], None] | None = None,
+    ) -> None:
         self._state = state
         self._rebalance = rebalancer
+        self._consumer_group_loaded = consumer_group_loaded
 
     def start(self, partitions: Iterable[int]) -> None:
         for p in partitions:
@@ -120,11 +158,13 @@ class GroupLoader:
         self, partition: int, st: LoadState, offset: int, key: bytes | None, value: bytes | None, producer_id: int
     ) -> None:
         """``producer_id`` >= 0: the record is in a transactional batch of that producer."""
-        k = decode_key(key)
+        k = decode_any_key(key)
         owner = self._state.partition_for(k.group)
         if owner != partition:
             raise RecordDecodeError(f"group {k.group!r} belongs to partition {owner}")
-        if isinstance(k, OffsetCommitKey):
+        if isinstance(k, ConsumerGroupKey):
+            replay(_LoadingGroups(st, partition), decode_record(k, value))
+        elif isinstance(k, OffsetCommitKey):
             okey = (k.group, k.topic, k.partition)
             if value is None:
                 st.offsets[okey] = None
@@ -139,6 +179,8 @@ class GroupLoader:
                 st.positions[okey] = offset
         else:
             assert isinstance(k, GroupMetadataKey)
+            if value is not None and k.group in st.consumer_groups:
+                raise RecordDecodeError(f"group {k.group!r} is a consumer group")
             st.groups[k.group] = None if value is None else decode_group_metadata_value(value)
             if value is None:
                 # the group was deleted (DeleteGroups): its open transactions no longer keep
@@ -171,6 +213,8 @@ class GroupLoader:
         for gid, value in st.groups.items():
             if value is not None:
                 groups[gid] = self._group_from_record(gid, partition, value)
+        for gid, cgroup in st.consumer_groups.items():
+            groups[gid] = cgroup
         for (gid, topic, p), ov in st.offsets.items():
             if ov is None:
                 continue
@@ -187,6 +231,9 @@ class GroupLoader:
                 group.pending_txn_offsets[pid] = dict(entries)
                 state.txn_groups.setdefault(pid, set()).add(gid)
         state.log_end[partition] = max(state.log_end.get(partition, 0), st.end)
+        if self._consumer_group_loaded is not None:
+            for cgroup in st.consumer_groups.values():
+                self._consumer_group_loaded(cgroup)
         log.info(
             "__consumer_offsets-%d loaded: %d groups, %d records skipped",
             partition,

@@ -5,6 +5,12 @@ Offsets live on their group (``Group.offsets``) and are persisted as OffsetCommi
 generation 0 without protocol type. Expiry follows Kafka's GroupMetadata.removeExpiredOffsets
 (KIP-211: an Empty group's offsets age from when it became empty).
 
+KIP-848 consumer groups (coordinator/consumer/) keep their offsets the same way; their
+commits and fetches are checked against the member's epoch (Kafka's ConsumerGroup.
+validateOffsetCommit / validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
+UNSUPPORTED_VERSION before OffsetCommit v9), offsets of the topics they subscribe to never
+expire nor can be deleted, and an empty one left without offsets is deleted by expiry.
+
 Pending transactional offsets (TxnOffsetCommit, ``Group.pending_txn_offsets``) are written
 and completed in coordinator/txn_offsets.py; here they show as OffsetFetch's
 UNSTABLE_OFFSET_COMMIT when the client requires stable offsets, they keep their partition's
@@ -20,6 +26,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.classic.rebalance import Rebalancer
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from coordinator.records import (
     OffsetCommitValue,
@@ -28,7 +36,7 @@ from coordinator.records import (
     encode_offset_commit_value,
 )
 from coordinator.responses import ms, response_for, version_of
-from coordinator.state import CoordinatorState, Record, Respond, reply, storage_error
+from coordinator.state import AnyGroup, CoordinatorState, Record, Respond, reply, storage_error
 
 __all__ = ["Offsets"]
 
@@ -103,6 +111,11 @@ class Offsets:
                 # A generation for a group we do not know: an old generation, reject.
                 return fail(E.illegal_generation)
             group = state.new_group(req.group_id)  # a group that only stores offsets
+        if isinstance(group, ConsumerGroup):
+            err = group.offset_commit_error(member_id, generation, transactional=False, version=version_of(req))
+            if err is not None:
+                return fail(err)
+            return self._store(group, req, respond, keys)
         try:
             if group.is_(_S.DEAD):
                 return fail(E.coordinator_not_available)
@@ -125,7 +138,7 @@ class Offsets:
         finally:
             state.maybe_drop_unused(group)
 
-    def _store(self, group: Group, req: Any, respond: Respond, keys: list[tuple[str, int]]) -> None:
+    def _store(self, group: AnyGroup, req: Any, respond: Respond, keys: list[tuple[str, int]]) -> None:
         now = self._state.clock()
         expire = -1
         if version_of(req) <= 4:
@@ -184,7 +197,8 @@ class Offsets:
         if v >= 8:
             groups = []
             for g in req.groups:
-                err, topics = self._fetch_group(g.group_id, g.topics, stable)
+                member = (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                err, topics = self._fetch_group(g.group_id, g.topics, stable, member)
                 groups.append({"group_id": g.group_id, "topics": topics if err is None else [], "error_code": err or E.none})
             resp = response_for(req, groups=groups)
         else:
@@ -201,12 +215,18 @@ class Offsets:
         reply(respond, resp)
 
     def _fetch_group(
-        self, group_id: str, topics: Any, require_stable: bool = False
+        self, group_id: str, topics: Any, require_stable: bool = False, member: tuple[str | None, int] = (None, -1)
     ) -> tuple[ErrorCode | None, list[dict[str, Any]]]:
+        """``member``: the request's member id and epoch (OffsetFetch v9+), checked against a
+        consumer group's member (Kafka's ConsumerGroup.validateOffsetFetch)."""
         err = self._state.group_error(group_id, allow_empty=True)
         if err is not None:
             return err, []
         group = self._state.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            err = group.offset_fetch_error(*member)
+            if err is not None:
+                return err, []
         offsets = group.offsets if group is not None else {}
         unstable = require_stable and group is not None and bool(group.pending_txn_offsets)
 
@@ -237,10 +257,13 @@ class Offsets:
         if err is not None:
             return group_error(err)
         group = state.groups.get(req.group_id)
-        if group is None or group.is_(_S.DEAD):
+        if group is None or group.state.value == _S.DEAD.value:
             return group_error(E.group_id_not_found)
         requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-        if group.is_(_S.EMPTY):
+        if isinstance(group, ConsumerGroup):
+            # Kafka's deleteOffsets: refused for the topics the group subscribes to
+            deletable = {k for k in requested if not group.is_subscribed_to(k[0])}
+        elif group.is_(_S.EMPTY):
             deletable = set(requested)
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             deletable = {k for k in requested if not group.is_subscribed_to(k[0])}
@@ -251,12 +274,13 @@ class Offsets:
         removed = sorted(k for k in deletable if k in group.offsets or group.has_pending_offset(k))
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in removed]
         dies = (
-            group.is_(_S.EMPTY)
+            isinstance(group, Group)
+            and group.is_(_S.EMPTY)
             and not (set(group.offsets) - set(removed))
             and not group.pending_txn_offsets
             and not group.pending_members
         )
-        if dies and group.generation > 0:
+        if dies and isinstance(group, Group) and group.generation > 0:
             # As Kafka's cleanupGroupMetadata: an Empty group left without offsets is dead.
             # A generation-0 group only stored offsets and has no metadata record to remove.
             records.append((encode_group_metadata_key(group.group_id), None))
@@ -297,7 +321,7 @@ class Offsets:
             except Exception:
                 log.exception("group %s: offset expiry failed", group.group_id)
 
-    def _expire_group(self, group: Group, now: int, retention: int) -> None:
+    def _expire_group(self, group: AnyGroup, now: int, retention: int) -> None:
         def expired(base: Callable[[OffsetCommitValue], int], subscribed: set[str] | None = None) -> list[tuple[str, int]]:
             out = []
             for k, v in group.offsets.items():
@@ -313,6 +337,8 @@ class Offsets:
             return out
 
         pending = bool(group.pending_txn_offsets)
+        if isinstance(group, ConsumerGroup):
+            return self._expire_consumer_group(group, expired(lambda v: v.commit_timestamp, group.subscribed_topics()))
         if group.protocol_type is None:
             # Offsets-only group: each offset expires from its own commit time.
             gone = expired(lambda v: v.commit_timestamp)
@@ -342,6 +368,27 @@ class Offsets:
             except Exception as exc:
                 log.warning("group %s: writing expiry tombstones failed: %s", group.group_id, exc)
                 return
+        for k in gone:
+            del group.offsets[k]
+        if dies:
+            self._state.kill(group)
+
+    def _expire_consumer_group(self, group: ConsumerGroup, gone: list[tuple[str, int]]) -> None:
+        """Kafka's cleanupExpiredOffsets for a consumer group (offsets age from their commit;
+        those of subscribed topics are kept), then maybeDeleteGroup: an empty group left
+        without offsets nor open transactions is deleted."""
+        remaining = set(group.offsets) - set(gone)
+        dies = group.is_empty() and not remaining and not group.pending_txn_offsets
+        if not gone and not dies:
+            return
+        records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in sorted(gone)]
+        if dies:
+            records += [encode_record(r) for r in group_tombstones(group)]
+        try:
+            self._state.append(group, records)
+        except Exception as exc:
+            log.warning("group %s: writing expiry tombstones failed: %s", group.group_id, exc)
+            return
         for k in gone:
             del group.offsets[k]
         if dies:

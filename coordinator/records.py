@@ -3,8 +3,9 @@
 ``GroupMetadataKey.json``, ``GroupMetadataValue.json``).
 
 Every key and value starts with a big-endian int16 version. The key version doubles as the
-record type: 0 and 1 are offset commits (same layout), 2 is group metadata; later Kafka
-versions use 3+ for KIP-848 records, which a classic-protocol coordinator skips.
+record type: 0 and 1 are offset commits (same layout), 2 is group metadata; 3-8 are KIP-848
+consumer-group records, decoded by coordinator/consumer/records.py with the reader and
+writer below (:func:`decode_key` here reports them as unknown versions).
 
 Which versions Kafka writes (MetadataVersion.offsetCommitValueVersion /
 groupMetadataValueVersion, IBP >= 2.3): OffsetCommitKey v1, OffsetCommitValue v3 (v1 when
@@ -21,6 +22,7 @@ records quietly while still treating garbage as garbage.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from protocol.errors import DecodeError
@@ -114,6 +116,7 @@ class GroupMetadataValue:
 
 # --- writer ---------------------------------------------------------------------------
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -126,6 +129,9 @@ class _Writer:
         self.buf = bytearray()
         self.flexible = flexible
 
+    def i8(self, v: int) -> None:
+        self.buf += _I8.pack(v)
+
     def i16(self, v: int) -> None:
         self.buf += _I16.pack(v)
 
@@ -134,6 +140,9 @@ class _Writer:
 
     def i64(self, v: int) -> None:
         self.buf += _I64.pack(v)
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self.buf += v.bytes
 
     def string(self, v: str | None, nullable: bool = False) -> None:
         if v is None:
@@ -250,6 +259,9 @@ class _Reader:
         self.pos += n
         return v
 
+    def i8(self) -> int:
+        return _I8.unpack(self._take(1))[0]
+
     def i16(self) -> int:
         return _I16.unpack(self._take(2))[0]
 
@@ -258,6 +270,9 @@ class _Reader:
 
     def i64(self) -> int:
         return _I64.unpack(self._take(8))[0]
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16)))
 
     def uvarint(self) -> int:
         try:

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from coordinator.config import CoordinatorConfig
-from coordinator.group import Group, GroupState
+from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
+from coordinator.group import Group, GroupBase, GroupState
 from coordinator.timers import TimerQueue
 
 if TYPE_CHECKING:
     from coordinator.loader import LoadState
 
 __all__ = [
+    "AnyGroup",
     "CoordinatorState",
     "OffsetsLog",
     "Record",
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 
 Respond = Callable[[Any], None]
 Record = tuple[bytes, bytes | None]
+#: a group of either type: classic (coordinator/group.py) or KIP-848 consumer
+#: (coordinator/consumer/group.py); one id names one group, of one type
+AnyGroup = Group | ConsumerGroup
 
 E = ErrorCode
 
@@ -106,7 +111,7 @@ class CoordinatorState:
         self.config = config
         self.clock = clock
         self.log = offsets_log
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, AnyGroup] = {}
         # Filled by the loader; a partition listed here answers COORDINATOR_LOAD_IN_PROGRESS.
         self.loading: dict[int, LoadState] = {}
         self.timers = TimerQueue()
@@ -144,10 +149,11 @@ class CoordinatorState:
         self.groups[group_id] = group
         return group
 
-    def maybe_drop_unused(self, group: Group) -> None:
+    def maybe_drop_unused(self, group: AnyGroup) -> None:
         # A group created by a failed first JoinGroup was never written anywhere: forget it.
         if (
-            group.is_(GroupState.EMPTY)
+            isinstance(group, Group)
+            and group.is_(GroupState.EMPTY)
             and group.generation == 0
             and not group.members
             and not group.pending_members
@@ -156,17 +162,20 @@ class CoordinatorState:
         ):
             del self.groups[group.group_id]
 
-    def kill(self, group: Group) -> None:
+    def kill(self, group: AnyGroup) -> None:
         """The group is gone (deleted, or emptied of members and offsets): Dead, forgotten."""
-        group.transition(GroupState.DEAD, self.clock())
+        if isinstance(group, ConsumerGroup):
+            group.state = ConsumerGroupState.DEAD
+        else:
+            group.transition(GroupState.DEAD, self.clock())
+            group.pending_members.clear()
         group.offsets.clear()
         group.offset_positions.clear()
         self.forget_pending(group)
-        group.pending_members.clear()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
-    def forget_pending(self, group: Group) -> None:
+    def forget_pending(self, group: GroupBase) -> None:
         """Drop the group's pending transactional offsets (and their index entries)."""
         for pid in group.pending_txn_offsets:
             gids = self.txn_groups.get(pid)
@@ -176,7 +185,7 @@ class CoordinatorState:
                     del self.txn_groups[pid]
         group.pending_txn_offsets.clear()
 
-    def append(self, group: Group, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
+    def append(self, group: GroupBase, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
         """Persist records in the group's ``__consumer_offsets`` partition (raises on failure),
         as a transactional batch of ``producer_id`` if given. Returns the log offset of the
         first record (the coordinator's own count when the log does not say)."""

@@ -31,10 +31,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group import Group, GroupState, TxnOffset
+from coordinator.consumer.group import ConsumerGroup
+from coordinator.group import GroupState, TxnOffset
 from coordinator.records import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
 from coordinator.responses import response_for, version_of
-from coordinator.state import CoordinatorState, Record, Respond, reply
+from coordinator.state import AnyGroup, CoordinatorState, Record, Respond, reply
 
 __all__ = ["TxnOffsets", "operation_error", "verification_error"]
 
@@ -181,10 +182,14 @@ class TxnOffsets:
             state.maybe_drop_unused(group)
 
     @staticmethod
-    def _validate(group: Group, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+    def _validate(group: AnyGroup, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
         """Kafka's ClassicGroup.validateOffsetCommit for a transactional commit: unlike
         OffsetCommit, no member is needed when none is given, and the group's state (a
-        rebalance in progress) does not matter."""
+        rebalance in progress) does not matter. A consumer group checks the member's epoch
+        (ConsumerGroup.validateOffsetCommit; a stale epoch is ILLEGAL_GENERATION here)."""
+        if isinstance(group, ConsumerGroup):
+            err = group.offset_commit_error(member_id, generation, transactional=True, version=0)
+            return E.illegal_generation if err == E.stale_member_epoch else err
         if group.is_(_S.DEAD):
             return E.coordinator_not_available
         if generation < 0 and group.is_(_S.EMPTY):
@@ -203,7 +208,7 @@ class TxnOffsets:
         return None
 
     def _store(
-        self, group: Group, req: Any, known: list[tuple[str, Any]], errors: dict[tuple[str, int], ErrorCode]
+        self, group: AnyGroup, req: Any, known: list[tuple[str, Any]], errors: dict[tuple[str, int], ErrorCode]
     ) -> None:
         state = self._state
         now = state.clock()

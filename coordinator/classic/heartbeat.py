@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.classic.rebalance import Rebalancer
+from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import GroupState
 from coordinator.responses import response_for
 from coordinator.state import CoordinatorState, Respond, reply
@@ -35,6 +36,8 @@ class Heartbeat:
         member_id: str = req.member_id
         if group is None:
             return E.unknown_member_id
+        if isinstance(group, ConsumerGroup):
+            return group.classic_member_error(member_id, getattr(req, "group_instance_id", None))
         if group.is_(_S.DEAD):
             return E.coordinator_not_available
         if group.is_static_member_fenced(member_id, getattr(req, "group_instance_id", None)):

@@ -17,6 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.classic.rebalance import PENDING, Rebalancer, group_metadata_record
 from coordinator.classic.responses import current_join_result, join_response
+from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
+from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import Group, GroupState, Member, Pending
 from coordinator.responses import ms, version_of
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
@@ -78,7 +80,18 @@ class JoinGroup:
         if not config.group_min_session_timeout_ms <= session_ms <= config.group_max_session_timeout_ms:
             return reply(respond, join_response(req, E.invalid_session_timeout, member_id))
         is_unknown = member_id == ""
+        existing = state.groups.get(req.group_id)
+        if isinstance(existing, ConsumerGroup):
+            # Kafka lets classic consumers join a non-empty consumer group (KIP-848's mixed
+            # groups); that is not supported here, so they are told their protocol does not
+            # fit. An empty consumer group is deleted and becomes a classic group.
+            if not existing.is_empty():
+                return reply(respond, join_response(req, E.inconsistent_group_protocol, ""))
+            err = self._replace_empty_consumer_group(existing)
+            if err is not None:
+                return reply(respond, join_response(req, err, member_id))
         group = state.groups.get(req.group_id)
+        assert not isinstance(group, ConsumerGroup)
         if group is None:
             if not is_unknown:
                 return reply(respond, join_response(req, E.unknown_member_id, member_id))
@@ -107,6 +120,21 @@ class JoinGroup:
                 self._rebalance.try_complete_join(group)
         finally:
             state.maybe_drop_unused(group)
+
+    def _replace_empty_consumer_group(self, group: ConsumerGroup) -> ErrorCode | None:
+        """Kafka's maybeDeleteEmptyConsumerGroup: write the group's tombstones; a classic
+        group takes its place (and its offsets)."""
+        state = self._state
+        try:
+            state.append(group, [encode_record(r) for r in group_tombstones(group)])
+        except Exception as exc:
+            log.warning("group %s: deleting the empty consumer group failed: %s", group.group_id, exc)
+            return storage_error(exc, commit=False)
+        classic = state.new_group(group.group_id)
+        classic.adopt_offsets(group)
+        group.state = ConsumerGroupState.DEAD
+        log.info("group %s: empty consumer group replaced by a classic group", group.group_id)
+        return None
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         limit = self._state.config.group_max_size

@@ -8,6 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.classic.rebalance import Rebalancer
+from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState
 from coordinator.responses import response_for, version_of
 from coordinator.state import CoordinatorState, Respond, reply
@@ -37,11 +38,14 @@ class LeaveGroup:
         top = self._state.group_error(req.group_id, allow_empty=False)
         results: list[ErrorCode] = []
         group = self._state.groups.get(req.group_id) if top is None else None
-        if top is None and group is not None and group.is_(_S.DEAD):
+        if top is None and isinstance(group, Group) and group.is_(_S.DEAD):
             top = E.coordinator_not_available
         if top is None:
             for member_id, instance_id in leaving:
-                results.append(self._leave_one(group, member_id, instance_id))
+                if isinstance(group, ConsumerGroup):
+                    results.append(group.classic_member_error(member_id, instance_id, any_member_id=True))
+                else:
+                    results.append(self._leave_one(group, member_id, instance_id))
         if v >= 3:
             resp = response_for(
                 req,

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.classic.rebalance import Rebalancer, group_metadata_record
 from coordinator.classic.responses import sync_response
+from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState, Pending
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
 
@@ -62,6 +63,11 @@ class SyncGroup:
         if err is not None:
             return reply(respond, sync_response(req, err))
         group = state.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            # Kafka: UNKNOWN_MEMBER_ID for an empty group, else its classic-member checks
+            err = E.unknown_member_id if group.is_empty() else group.classic_member_error(
+                req.member_id, getattr(req, "group_instance_id", None))
+            return reply(respond, sync_response(req, err))
         err = self._error(req, group)
         if err is not None:
             return reply(respond, sync_response(req, err))

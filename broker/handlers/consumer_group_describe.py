@@ -1,0 +1,23 @@
+"""ConsumerGroupDescribe (key 69), v0-1: consumer-protocol groups (KIP-848) with their
+epochs, assignor and members, each with its current and target assignment; a classic
+group answers GROUP_ID_NOT_FOUND, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol.apis import ApiKey
+
+from ..security.operations import ResourceType, authorized_operations
+from . import handles
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import RequestContext
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 1))
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    groups = broker.groups.ready()
+    return groups.call(groups.coordinator.consumer_group_describe, req,
+                       authorized_operations=lambda _group: authorized_operations(ResourceType.GROUP))
