@@ -19,6 +19,7 @@ and the markers, so that offsets of open transactions are pending again after a 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
+from coordinator.diagnostics import SlowRebalanceWatch
 from protocol.errors import ErrorCode
 from protocol.records import NO_SEQUENCE, build_batch
 from storage.transactions import SENTINEL_GUARD, VerificationGuard
@@ -41,6 +43,8 @@ from .topics import INTERNAL_TOPICS, TopicRegistry
 log = logging.getLogger("krait.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: how often the driver looks for slow rebalances (coordinator/diagnostics.py)
+REBALANCE_CHECK_INTERVAL_S = 1.0
 
 
 Verified = dict[tuple[str, int], ErrorCode]
@@ -70,6 +74,9 @@ class CoordinatorDriver(CoordinatorShell):
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}
         topics.internal_topic_creators[OFFSETS_TOPIC] = self.ensure_topic
+        self._rebalance_watch = SlowRebalanceWatch()
+        self._rebalance_check: asyncio.TimerHandle | None = None
+        self._schedule_rebalance_check()
         if replicas.replicated:
             self.coordinator.serve_only(())  # none until this broker leads a partition
             self.follow_leadership()
@@ -146,6 +153,38 @@ class CoordinatorDriver(CoordinatorShell):
             self.coordinator.finished_loading(p)
             log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
         self.reschedule_soon()
+
+    # --- slow rebalances ------------------------------------------------------------------------
+    def check_rebalances(self) -> list[str]:
+        """Log (once each) the rebalances waiting too long for members: a classic group's
+        members that have not rejoined, a consumer group's members that have not revoked."""
+        lines = self._rebalance_watch.check(self.coordinator.groups(), now_ms())
+        for line in lines:
+            log.warning("%s", line)
+        return lines
+
+    def _schedule_rebalance_check(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (tools opening storage): nothing to watch
+        self._rebalance_check = loop.call_later(REBALANCE_CHECK_INTERVAL_S, self._on_rebalance_check)
+
+    def _on_rebalance_check(self) -> None:
+        self._rebalance_check = None
+        if self._stopped:
+            return
+        try:
+            self.check_rebalances()
+        except Exception:
+            log.exception("slow rebalance check failed")
+        self._schedule_rebalance_check()
+
+    def stop(self) -> None:
+        if self._rebalance_check is not None:
+            self._rebalance_check.cancel()
+            self._rebalance_check = None
+        super().stop()
 
     # --- the core's interfaces ----------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:

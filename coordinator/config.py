@@ -3,8 +3,9 @@
 The broker's config module owns parsing server.properties; :meth:`CoordinatorConfig.from_properties`
 picks the keys that concern groups out of a flat ``{kafka.name: value}`` mapping. Most are
 ints; ``group.consumer.assignors`` and ``group.coordinator.rebalance.protocols`` are lists
-(comma-separated strings or sequences). Inconsistent values raise ValueError naming the key,
-with Kafka's messages (GroupCoordinatorConfig / KafkaConfig).
+(comma-separated strings or sequences), ``group.consumer.migration.policy`` a string.
+Inconsistent values raise ValueError naming the key, with Kafka's messages
+(GroupCoordinatorConfig / KafkaConfig).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["CoordinatorConfig", "NEW_MEMBER_JOIN_TIMEOUT_MS", "REBALANCE_PROTOCOLS"]
+__all__ = ["CoordinatorConfig", "MIGRATION_POLICIES", "NEW_MEMBER_JOIN_TIMEOUT_MS", "REBALANCE_PROTOCOLS"]
 
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joined without a member id
 #: and whose join never completes is dropped after this long (its client likely gave up).
@@ -28,7 +29,12 @@ _ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
 }
 
+#: group.consumer.migration.policy values (Kafka's ConsumerGroupMigrationPolicy): which online
+#: conversions between a classic group and a consumer group are allowed
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
 _LISTS = ("group_consumer_assignors", "group_coordinator_rebalance_protocols")
+_STRINGS = ("group_consumer_migration_policy",)
 
 
 def _as_list(key: str, value: Any) -> tuple[str, ...]:
@@ -64,6 +70,9 @@ class CoordinatorConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     #: group.coordinator.rebalance.protocols: "consumer" enables ConsumerGroupHeartbeat
     group_coordinator_rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    #: group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (any
+    #: case); converting a classic group with members to a consumer group (upgrade) and back
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         for name in _LISTS:
@@ -74,6 +83,14 @@ class CoordinatorConfig:
             self, "group_consumer_assignors",
             tuple(_ASSIGNOR_CLASSES.get(a, a) for a in self.group_consumer_assignors),
         )
+        policy = self.group_consumer_migration_policy
+        if not isinstance(policy, str) or policy.lower() not in MIGRATION_POLICIES:
+            # Kafka's CaseInsensitiveValidString
+            raise ValueError(
+                f"Invalid value {policy} for configuration group.consumer.migration.policy: String must be one "
+                f"of (case insensitive): {', '.join(p.upper() for p in MIGRATION_POLICIES)}"
+            )
+        object.__setattr__(self, "group_consumer_migration_policy", policy.lower())
         self._validate()
 
     def _validate(self) -> None:
@@ -83,7 +100,7 @@ class CoordinatorConfig:
 
         k = "group.consumer."
         for f in fields(self):
-            if f.name.startswith("group_consumer_") and f.name not in _LISTS:
+            if f.name.startswith("group_consumer_") and f.name not in _LISTS + _STRINGS:
                 require(getattr(self, f.name) >= 1, f"{f.name.replace('_', '.')} must be at least 1")
         require(
             self.group_consumer_max_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
@@ -131,6 +148,16 @@ class CoordinatorConfig:
         """Whether ConsumerGroupHeartbeat is served ("consumer" in group.coordinator.rebalance.protocols)."""
         return "consumer" in self.group_coordinator_rebalance_protocols
 
+    @property
+    def online_upgrade_enabled(self) -> bool:
+        """group.consumer.migration.policy allows converting a classic group to a consumer group."""
+        return self.group_consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def online_downgrade_enabled(self) -> bool:
+        """group.consumer.migration.policy allows converting a consumer group to a classic group."""
+        return self.group_consumer_migration_policy in ("bidirectional", "downgrade")
+
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> CoordinatorConfig:
         """Build from Kafka property names (``group.max.size`` ...); unknown keys are ignored.
@@ -143,6 +170,9 @@ class CoordinatorConfig:
             value = props[key]
             if f.name in _LISTS:
                 kwargs[f.name] = _as_list(key, value)
+                continue
+            if f.name in _STRINGS:
+                kwargs[f.name] = str(value).strip()
                 continue
             try:
                 kwargs[f.name] = int(value)

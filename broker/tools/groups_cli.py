@@ -1,6 +1,11 @@
 """``krait groups``: list, describe and delete consumer groups and reset their offsets,
 like Kafka's ``kafka-consumer-groups.sh`` (same options, same tables), through the admin
-client, so it works against any Kafka-compatible broker."""
+client, so it works against any Kafka-compatible broker.
+
+Classic groups are described with DescribeGroups, consumer (KIP-848) groups with
+ConsumerGroupDescribe, the type coming from ListGroups (broker/tools/group_views.py).
+Krait adds a TYPE column (and ASSIGNOR to ``--members``) after Kafka's columns, and
+``--explain``: why a group is rebalancing, as far as Kafka's answers tell."""
 
 from __future__ import annotations
 
@@ -15,10 +20,13 @@ from protocol.errors import ErrorCode, KafkaError
 from .admin_client import EARLIEST, LATEST, AdminClient, GroupDescription, GroupMember
 from .command import Parser, UsageError, connect_admin, run
 from .errors import describe
+from .group_views import GroupView, ViewMember, assignment_string, describe_group, display_type, explain, list_groups
 
 __all__ = ["format_group_offsets", "format_reset_offsets", "main", "parse_datetime"]
 
 INACTIVE_STATES = ("Empty", "Dead")
+REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+GROUP_TYPES = ("classic", "consumer")
 
 
 def _dash(v: object) -> str:
@@ -88,6 +96,19 @@ def _groups_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", action="store_true", help="describe: one line per member")
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                    help="describe: the group's state; list: show states, filtered by STATES (comma separated)")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="list: show group types (Classic, Consumer), filtered by TYPES (comma separated)")
+    p.add_argument("--verbose", action="store_true",
+                   help="describe: with --members, each member's CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH "
+                        "and TARGET-ASSIGNMENT; with --state, GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (consumer "
+                        "groups; '-' for classic ones)")
+    p.add_argument("--explain", action="store_true",
+                   help="describe (Krait): why the group is rebalancing. Consumer groups: each member's epoch "
+                        "against the target epoch, its current and target assignment, the partitions it has to "
+                        "revoke or receive and its member state, as far as ConsumerGroupDescribe tells. Classic "
+                        "groups: what the coordinator waits for. Kafka's answers do not say which classic "
+                        "members have not rejoined yet, nor a member's partitions pending revocation: the broker "
+                        "logs those, naming the members, once a rebalance has waited 5 s")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                    help="reset: topic (optionally with partitions) to reset (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="reset: every topic the group has offsets for")
@@ -112,6 +133,15 @@ def _groups_of(args: argparse.Namespace, admin: AdminClient) -> list[str]:
     if not args.group:
         raise UsageError("Option [group] or [all-groups] is required")
     return list(dict.fromkeys(args.group))
+
+
+def _typed_groups_of(args: argparse.Namespace, admin: AdminClient) -> list[tuple[str, str | None]]:
+    """The groups to act on with their type from ListGroups (None: not listed)."""
+    if not args.all_groups and not args.group:
+        raise UsageError("Option [group] or [all-groups] is required")
+    types = {g.group_id: g.group_type for g in list_groups(admin)}
+    groups = sorted(types) if args.all_groups else list(dict.fromkeys(args.group))
+    return [(g, types.get(g)) for g in groups]
 
 
 def _log_end_offsets(admin: AdminClient, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -155,46 +185,90 @@ def _describe_offsets(admin: AdminClient, desc: GroupDescription, out: TextIO) -
         print(line, file=out)
 
 
-def _describe_members(desc: GroupDescription, out: TextIO) -> None:
-    cells = [(desc.group_id, m.member_id, m.client_host, m.client_id,
-              str(sum(len(p) for p in m.assignment.values()))) for m in desc.members]
-    widths = [max([15] + [len(c[i]) for c in cells]) for i in range(4)]
-    header = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+def _table(columns: list[tuple[str, list[str], int]], out: TextIO) -> None:
+    """Kafka's printf tables: every column left-aligned to its width, one space apart."""
     print("", file=out)
-    for r in [header, *cells]:
-        print(" ".join(f"{r[i]:<{widths[i]}}" for i in range(4)) + f" {r[4]}", file=out)
+    rows = [[h for h, _, _ in columns]] + [list(r) for r in zip(*(vals for _, vals, _ in columns), strict=True)]
+    for r in rows:
+        print(" ".join(f"{cell:<{w}}" for cell, (_, _, w) in zip(r, columns, strict=True)).rstrip(), file=out)
 
 
-def _describe_state(desc: GroupDescription, out: TextIO) -> None:
-    node, host, port = desc.coordinator or (-1, "-", -1)
+def _width(minimum: int, values: Iterable[str]) -> int:
+    return max([minimum, *(len(v) for v in values)])
+
+
+def _describe_members(view: GroupView, out: TextIO, verbose: bool = False) -> None:
+    """kafka-consumer-groups.sh --describe --members [--verbose] (Kafka 4), then TYPE and ASSIGNOR."""
+    ms = view.members
+    consumer = view.group_type == "consumer"
+    col = {
+        "GROUP": [view.group_id] * len(ms),
+        "CONSUMER-ID": [m.member_id for m in ms],
+        "GROUP-INSTANCE-ID": [m.group_instance_id or "" for m in ms],
+        "HOST": [m.client_host for m in ms],
+        "CLIENT-ID": [m.client_id for m in ms],
+        "#PARTITIONS": [str(sum(len(p) for p in m.assignment.values())) for m in ms],
+    }
+    columns = [("GROUP", col["GROUP"], _width(15, col["GROUP"])),
+               ("CONSUMER-ID", col["CONSUMER-ID"], _width(15, col["CONSUMER-ID"]))]
+    if any(col["GROUP-INSTANCE-ID"]):
+        columns.append(("GROUP-INSTANCE-ID", col["GROUP-INSTANCE-ID"], _width(17, col["GROUP-INSTANCE-ID"])))
+    columns += [("HOST", col["HOST"], _width(15, col["HOST"])),
+                ("CLIENT-ID", col["CLIENT-ID"], _width(15, col["CLIENT-ID"])),
+                ("#PARTITIONS", col["#PARTITIONS"], 15)]
+    if verbose:
+        epochs = [_dash(m.member_epoch if isinstance(m, ViewMember) else None) for m in ms]
+        current = [assignment_string(m.assignment) for m in ms]
+        target = [assignment_string(m.target if isinstance(m, ViewMember) else None) for m in ms]
+        target_epoch = [_dash(view.assignment_epoch if consumer else None)] * len(ms)
+        columns += [("CURRENT-EPOCH", epochs, 15), ("CURRENT-ASSIGNMENT", current, _width(20, current)),
+                    ("TARGET-EPOCH", target_epoch, 15), ("TARGET-ASSIGNMENT", target, _width(20, target))]
+        types = {getattr(m, "member_type", -1) for m in ms}
+        if {0, 1} <= types:  # a group being migrated between protocols: Kafka adds UPGRADED
+            upgraded = ["true" if getattr(m, "member_type", -1) == 1 else "false" for m in ms]
+            columns.append(("UPGRADED", upgraded, 10))
+    columns += [("TYPE", [display_type(view.group_type)] * len(ms), 10),
+                ("ASSIGNOR", [view.assignor or "-"] * len(ms), 0)]
+    _table(columns, out)
+
+
+def _describe_state(view: GroupView, out: TextIO, verbose: bool = False) -> None:
+    """kafka-consumer-groups.sh --describe --state [--verbose] (Kafka 4), then TYPE."""
+    node, host, port = view.coordinator or (-1, "-", -1)
     coord = f"{host}:{port}  ({node})"
-    gw = max(15, len(desc.group_id))
-    cw = max(25, len(coord))
-    print("", file=out)
-    print(f"{'GROUP':<{gw}} {'COORDINATOR (ID)':<{cw}} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} #MEMBERS", file=out)
-    print(f"{desc.group_id:<{gw}} {coord:<{cw}} {desc.protocol or '':<20} {desc.state:<15} {len(desc.members)}",
-          file=out)
+    columns = [("GROUP", [view.group_id], _width(15, [view.group_id])),
+               ("COORDINATOR (ID)", [coord], _width(25, [coord])),
+               ("ASSIGNMENT-STRATEGY", [view.assignor or "-"], 20),
+               ("STATE", [view.state], 20)]
+    if verbose:
+        columns += [("GROUP-EPOCH", [_dash(view.group_epoch)], 15),
+                    ("TARGET-ASSIGNMENT-EPOCH", [_dash(view.assignment_epoch)], 25)]
+    columns += [("#MEMBERS", [str(len(view.members))], 10), ("TYPE", [display_type(view.group_type)], 0)]
+    _table(columns, out)
 
 
 def _groups_describe(args: argparse.Namespace, admin: AdminClient, out: TextIO, err: TextIO) -> int:
     rc = 0
-    for group in _groups_of(args, admin):
-        desc = admin.describe_group(group)
-        if desc.state == "Dead":
+    for group, group_type in _typed_groups_of(args, admin):
+        view = describe_group(admin, group, group_type)
+        if view.state == "Dead":
             print(f"Error: Consumer group '{group}' does not exist.", file=err)
             rc = 1
             continue
-        if args.state is not None:
-            _describe_state(desc, out)
+        if args.explain:
+            for line in explain(view):
+                print(line, file=out)
             continue
-        if desc.state == "Empty":
+        if view.state == "Empty":
             print(f"\nConsumer group '{group}' has no active members.", file=err)
-        elif desc.state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+        elif view.state in REBALANCING_STATES:
             print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=err)
-        if args.members:
-            _describe_members(desc, out)
+        if args.state is not None:
+            _describe_state(view, out, args.verbose)
+        elif args.members:
+            _describe_members(view, out, args.verbose)
         else:
-            _describe_offsets(admin, desc, out)
+            _describe_offsets(admin, view, out)
     print("", file=out)
     return rc
 
@@ -297,8 +371,8 @@ def _groups_reset(args: argparse.Namespace, admin: AdminClient, out: TextIO, err
               "than doing a dry run. You should add the --dry-run option explicitly if you are scripting this "
               "command and want to keep the current default behavior without prompting.", file=err)
     rc = 0
-    for group in _groups_of(args, admin):
-        desc = admin.describe_group(group)
+    for group, group_type in _typed_groups_of(args, admin):
+        desc = describe_group(admin, group, group_type)
         if desc.state not in INACTIVE_STATES:
             print(f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current state "
                   f"is {desc.state}.", file=err)
@@ -318,17 +392,33 @@ def _groups_reset(args: argparse.Namespace, admin: AdminClient, out: TextIO, err
     return rc
 
 
+def _split(text: str | None) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()] if text else []
+
+
 def _groups_list(args: argparse.Namespace, admin: AdminClient, out: TextIO) -> int:
-    states = [s.strip() for s in args.state.split(",") if s.strip()] if args.state else None
-    groups = sorted(admin.list_groups(states))
-    if args.state is None:
-        for g, _, _ in groups:
-            print(g, file=out)
+    states, types = _split(args.state), [t.lower() for t in _split(args.type)]
+    bad = [t for t in types if t not in GROUP_TYPES]
+    if bad:
+        raise UsageError(f"Invalid types list '{args.type}'. Valid types are: {', '.join(GROUP_TYPES)}")
+    groups = sorted(list_groups(admin, states, types), key=lambda g: g.group_id)
+    if args.state is None and args.type is None:
+        for g in groups:
+            print(g.group_id, file=out)
         return 0
-    gw = max([15] + [len(g) for g, _, _ in groups])
-    print(f"{'GROUP':<{gw}} STATE", file=out)
-    for g, _, state in groups:
-        print(f"{g:<{gw}} {state}", file=out)
+    # Kafka's printGroupInfo: the group column 10 wider than the longest id, then 20 each
+    gw = max([15] + [len(g.group_id) for g in groups]) + 10
+    header, rows = ["GROUP"], [[g.group_id] for g in groups]
+    if args.type is not None:
+        header.append("TYPE")
+        for r, g in zip(rows, groups, strict=True):
+            r.append(display_type(g.group_type))
+    if args.state is not None:
+        header.append("STATE")
+        for r, g in zip(rows, groups, strict=True):
+            r.append(g.state or "Unknown")
+    for r in [header, *rows]:
+        print((f"{r[0]:<{gw}}" + "".join(f" {c:<20}" for c in r[1:])).rstrip(), file=out)
     return 0
 
 

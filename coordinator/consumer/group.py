@@ -32,6 +32,7 @@ from coordinator.consumer.assignors.api import Assignment
 from coordinator.group import GroupBase
 
 __all__ = [
+    "ClassicMemberMetadata",
     "ConsumerGroup",
     "ConsumerGroupMember",
     "ConsumerGroupState",
@@ -110,9 +111,21 @@ def regex_error(regex: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member using the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer
+    group keeps of its JoinGroup: ConsumerGroupMemberMetadataValue's ClassicMemberMetadata."""
+
+    session_timeout_ms: int
+    #: the JoinGroup protocols, (name, metadata), in the member's order of preference
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
-    """Kafka's ConsumerGroupMember (the consumer protocol's; classic members are not kept).
-    Defaults are those of a member just created by its first heartbeat."""
+    """Kafka's ConsumerGroupMember. ``classic`` is set for a member using the classic protocol
+    (an old consumer in a group converted online, KIP-848's migration), None for one using
+    ConsumerGroupHeartbeat. Defaults are those of a member just created by its first
+    heartbeat."""
 
     member_id: str
     member_epoch: int = 0
@@ -129,6 +142,14 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    def classic_protocol_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.classic.protocols) if self.classic is not None else ()
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -180,12 +201,21 @@ class ConsumerGroup(GroupBase):
     server_assignors: Counter[str] = field(default_factory=Counter)
     #: the subscribed topics that exist, by name (ConsumerGroupPartitionMetadata)
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
+    #: how many members use the classic protocol, and how many of them support each
+    #: classic protocol name (Kafka's numClassicProtocolMembers and
+    #: classicProtocolMembersSupportedProtocols)
+    classic_members: int = 0
+    classic_protocols: Counter[str] = field(default_factory=Counter)
     # --- soft state: timers (coordinator/consumer/membership.py) ---------------------------
     #: member id -> when its session expires; and the deadline of its queued timer entry
     session_deadlines: dict[str, int] = field(default_factory=dict)
     session_timer_at: dict[str, int] = field(default_factory=dict)
     #: member id -> (deadline, member epoch) of its revocation (Kafka's rebalance timeout)
     rebalance_timeouts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: members using the classic protocol: member id -> the deadline of the JoinGroup it was
+    #: asked for (REBALANCE_IN_PROGRESS), and of the SyncGroup after its JoinGroup
+    join_timeouts: dict[str, int] = field(default_factory=dict)
+    sync_timeouts: dict[str, int] = field(default_factory=dict)
 
     # --- reads -----------------------------------------------------------------------
     @property
@@ -247,16 +277,36 @@ class ConsumerGroup(GroupBase):
         """The topics this group consumes: by name, and the existing ones its regexes match."""
         return set(self.subscribed_topic_names) | set(self.subscription_metadata)
 
-    def classic_member_error(self, member_id: str, instance_id: str | None, *, any_member_id: bool = False) -> ErrorCode:
-        """What SyncGroup, Heartbeat and LeaveGroup answer for a member of this group (Kafka's
-        validateConsumerGroupMember then throwIfMemberDoesNotUseClassicProtocol): the
-        members here all use the consumer protocol, so it is always an error.
-        ``any_member_id``: LeaveGroup may name a static member by instance id alone."""
-        if instance_id is not None:
-            member = self.static_member(instance_id)
-            if member is not None and member.member_id != member_id and not (any_member_id and member_id == ""):
-                return E.fenced_instance_id
-        return E.unknown_member_id
+    # --- members using the classic protocol -------------------------------------------
+    def supports_classic_protocols(self, protocol_type: str | None, names: Iterable[str]) -> bool:
+        """Kafka's supportsClassicProtocols: the consumer protocol type, and (unless the group
+        is empty) one of ``names`` supported by every member using the classic protocol."""
+        names = list(names)
+        if protocol_type != "consumer":
+            return False
+        if self.is_empty():
+            return bool(names)
+        return any(self.classic_protocols.get(name, 0) == self.classic_members for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: ``member_id`` is the last member using
+        the consumer protocol."""
+        member = self.members.get(member_id)
+        return (
+            member is not None and not member.uses_classic_protocol
+            and self.classic_members == len(self.members) - 1
+        )
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: partitions of the member's target are still
+        owned by other members."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_of(member.member_id).items():
+            have = member.assigned.get(topic_id, frozenset())
+            if any(p not in have and self.current_partition_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
 
     # --- offsets validation (Kafka's ConsumerGroup.validateOffsetCommit/Fetch) -----------
     def offset_commit_error(self, member_id: str, member_epoch: int, *, transactional: bool, version: int) -> ErrorCode | None:
@@ -267,11 +317,9 @@ class ConsumerGroup(GroupBase):
         member = self.members.get(member_id)
         if member is None:
             return E.unknown_member_id
-        if not transactional and version < 9:
+        if not transactional and version < 9 and not member.uses_classic_protocol:
             return E.unsupported_version  # consumer-protocol members commit with v9+
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return None
+        return _epoch_error(member, member_epoch)
 
     def offset_fetch_error(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         if member_id is None and member_epoch < 0:
@@ -279,9 +327,7 @@ class ConsumerGroup(GroupBase):
         member = self.members.get(member_id or "")
         if member is None:
             return E.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return E.stale_member_epoch
-        return None
+        return _epoch_error(member, member_epoch)
 
     # --- changes (called by the replay of records only) ---------------------------------
     def set_group_epoch(self, epoch: int) -> None:
@@ -327,6 +373,10 @@ class ConsumerGroup(GroupBase):
         self.subscribed_topic_names, self.subscribed_regexes = self.computed_subscriptions(old, new)
         _count(self.server_assignors, _assignors(old), -1)
         _count(self.server_assignors, _assignors(new), +1)
+        for member, delta in ((old, -1), (new, +1)):
+            if member is not None and member.classic is not None:
+                self.classic_members += delta
+                _count(self.classic_protocols, member.classic_protocol_names(), delta)
 
     def _remove_epochs(self, member: ConsumerGroupMember) -> None:
         for assignment in (member.assigned, member.pending_revocation):
@@ -364,6 +414,13 @@ class ConsumerGroup(GroupBase):
             self.state = ConsumerGroupState.RECONCILING
         else:
             self.state = ConsumerGroupState.STABLE
+
+
+def _epoch_error(member: ConsumerGroupMember, epoch: int) -> ErrorCode | None:
+    """Kafka's validateMemberEpoch: a member using the classic protocol sends its generation."""
+    if epoch == member.member_epoch:
+        return None
+    return E.illegal_generation if member.uses_classic_protocol else E.stale_member_epoch
 
 
 def _most_common(counts: Counter[str]) -> str | None:

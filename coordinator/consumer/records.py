@@ -15,29 +15,38 @@ type  key (fields; never flexible)             value (version 0, flexible)
 8     ConsumerGroupCurrentMemberAssignmentKey  the member's epochs, state and partitions
 ====  =======================================  ==========================================
 
-Values carry a tagged-field section after each struct; we write none and skip any we read
-(ConsumerGroupMemberMetadataValue's tag 0, ClassicMemberMetadata, describes members that use
-the classic protocol, which this coordinator does not keep in consumer groups). Record keys
-of other types (share groups, regular expressions) raise UnknownRecordVersion so the loader
-skips them.
+Values carry a tagged-field section after each struct; we write none and skip any we read,
+except ConsumerGroupMemberMetadataValue's tag 0, ClassicMemberMetadata: the session timeout
+and JoinGroup protocols of a member using the classic protocol (a nullable struct, written
+as Kafka's generated code does: size + 1, a presence byte, the struct). Record keys of other
+types (share groups, regular expressions) raise UnknownRecordVersion so the loader skips
+them.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coordinator.consumer.assignors.api import Assignment
-from coordinator.consumer.group import ConsumerGroup, ConsumerGroupMember, TopicMetadata, normalized
+from coordinator.consumer.group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    TopicMetadata,
+    normalized,
+)
 from coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
+    RecordDecodeError,
     UnknownRecordVersion,
     _Reader,
     _Writer,
     decode_key,
 )
+from protocol.varint import encode_uvarint
 
 __all__ = [
     "ConsumerGroupKey",
@@ -110,6 +119,8 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    #: tag 0: set for a member using the classic protocol
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +180,7 @@ def member_subscription_record(group_id: str, member: ConsumerGroupMember) -> CG
         subscribed_topic_regex=member.subscribed_topic_regex,
         rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor,
+        classic=member.classic,
     )
     return ConsumerGroupKey(MEMBER_METADATA, group_id, member.member_id), value
 
@@ -250,6 +262,44 @@ def _write_topic_partitions(w: _Writer, assignment: Assignment) -> None:
         w.tags()
 
 
+def _write_classic_tag(w: _Writer, classic: ClassicMemberMetadata) -> None:
+    """The value's tagged fields with tag 0 (ClassicMemberMetadata) set: the count, the tag,
+    the size (the struct's + 1 for the presence byte), the presence byte, the struct."""
+    s = _Writer(True)
+    s.i32(classic.session_timeout_ms)
+    s.array_len(len(classic.protocols))
+    for name, metadata in classic.protocols:
+        s.string(name)
+        s.bytes_(metadata)
+        s.tags()
+    s.tags()
+    w.buf += encode_uvarint(1) + encode_uvarint(0) + encode_uvarint(len(s.buf) + 1) + b"\x01" + s.buf
+
+
+def _read_member_tags(r: _Reader) -> ClassicMemberMetadata | None:
+    """The value's tagged fields: ClassicMemberMetadata (tag 0) if present; others skipped."""
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if end > len(r.data):
+            raise RecordDecodeError("tagged field runs past the end of the record")
+        if tag == 0 and r.uvarint() > 0:
+            session_timeout = r.i32()
+            protocols = []
+            for _ in range(r.array_len()):
+                name, metadata = r.str_(), r.bytes_()
+                r.skip_tags()
+                protocols.append((name, metadata))
+            r.skip_tags()
+            classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
+        if r.pos != end:
+            if tag == 0:
+                raise RecordDecodeError("ClassicMemberMetadata does not fill its tagged field")
+            r.pos = end
+    return classic
+
+
 def _encode_value(value: Value) -> bytes:
     w = _Writer(True)
     w.i16(0)
@@ -276,6 +326,9 @@ def _encode_value(value: Value) -> bytes:
         w.string(value.subscribed_topic_regex, nullable=True)
         w.i32(value.rebalance_timeout_ms)
         w.string(value.server_assignor, nullable=True)
+        if value.classic is not None:
+            _write_classic_tag(w, value.classic)
+            return bytes(w.buf)
     elif isinstance(value, TargetAssignmentValue):
         _write_topic_partitions(w, value.partitions)
     elif isinstance(value, CurrentAssignmentValue):
@@ -361,6 +414,9 @@ def _decode_value(key_type: int, data: bytes) -> Value:
             rebalance_timeout_ms=r.i32(),
             server_assignor=r.string(nullable=True),
         )
+        value = replace(value, classic=_read_member_tags(r))
+        r.end()
+        return value
     elif key_type == TARGET_ASSIGNMENT_MEMBER:
         value = TargetAssignmentValue(_read_topic_partitions(r))
     elif key_type == CURRENT_MEMBER_ASSIGNMENT:

@@ -149,6 +149,7 @@ def _member_metadata(group: ConsumerGroup, mid: str, value: object | None) -> No
             subscribed_topic_regex=v.subscribed_topic_regex,
             rebalance_timeout_ms=v.rebalance_timeout_ms,
             server_assignor=v.server_assignor,
+            classic=v.classic,
         )
     )
 
