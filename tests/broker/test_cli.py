@@ -322,13 +322,14 @@ def test_groups_list_and_describe_active_member(broker, group_topic):
     r = groups(broker, "--describe", "--group", group, "--members")
     assert r.returncode == 0, r.stderr
     rows = table(r.stdout)
-    assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-    assert rows[1][0] == group and rows[1][1] == member_id and rows[1][-1] == "2"
+    # Kafka's columns, then Krait's TYPE and ASSIGNOR
+    assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "TYPE", "ASSIGNOR"]
+    assert rows[1][0] == group and rows[1][1] == member_id and rows[1][4] == "2" and rows[1][5] == "Classic"
 
     r = groups(broker, "--describe", "--group", group, "--state")
     assert r.returncode == 0, r.stderr
     rows = table(r.stdout)
-    assert rows[1][0] == group and "Stable" in rows[1] and rows[1][-1] == "1"
+    assert rows[1][0] == group and "Stable" in rows[1] and rows[1][-2:] == ["1", "Classic"]
 
 
 def test_groups_delete_refused_while_active_then_allowed(broker, group_topic):
