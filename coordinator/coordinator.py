@@ -13,6 +13,8 @@ This class is the coordinator's one entry point. It creates the shared
   with its membership timers,
 * ``coordinator/consumer/``: KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe,
   server-side assignors, reconciliation and the members' session and revocation timers,
+  members using the classic protocol in consumer groups and the online migration between
+  classic and consumer groups (group.consumer.migration.policy),
 * ``coordinator/offsets.py``: OffsetCommit, OffsetFetch, OffsetDelete, offset expiry,
 * ``coordinator/txn_offsets.py``: TxnOffsetCommit and the pending transactional offsets,
 * ``coordinator/loader.py``: replaying ``__consumer_offsets`` partitions,
@@ -54,6 +56,7 @@ from coordinator.admin import GROUP_AUTHORIZED_OPERATIONS, GroupAdmin
 from coordinator.classic import Heartbeat, JoinGroup, LeaveGroup, Rebalancer, SyncGroup
 from coordinator.config import CoordinatorConfig
 from coordinator.consumer.assignors import ASSIGNORS, PartitionAssignor
+from coordinator.consumer.classic_members import ClassicMembers
 from coordinator.consumer.describe import ConsumerGroupDescribe
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
@@ -106,14 +109,17 @@ class GroupCoordinator:
         group.consumer.assignors for an unknown one)."""
         self.config = config
         self._state = state = CoordinatorState(config, clock, log)
-        self._membership = Membership(state, topics or _no_topics, _enabled_assignors(config, assignors or ASSIGNORS))
+        self._rebalance = Rebalancer(state)
+        self._membership = Membership(
+            state, topics or _no_topics, _enabled_assignors(config, assignors or ASSIGNORS), self._rebalance
+        )
         self._cg_heartbeat = ConsumerGroupHeartbeat(self._membership)
         self._cg_describe = ConsumerGroupDescribe(self._membership, GROUP_AUTHORIZED_OPERATIONS)
-        self._rebalance = Rebalancer(state)
-        self._join = JoinGroup(state, self._rebalance)
-        self._sync = SyncGroup(state, self._rebalance)
-        self._heartbeat = Heartbeat(state, self._rebalance)
-        self._leave = LeaveGroup(state, self._rebalance)
+        classic_members = ClassicMembers(self._membership)
+        self._join = JoinGroup(state, self._rebalance, classic_members)
+        self._sync = SyncGroup(state, self._rebalance, classic_members)
+        self._heartbeat = Heartbeat(state, self._rebalance, classic_members)
+        self._leave = LeaveGroup(state, self._rebalance, classic_members)
         self._offsets = Offsets(state, self._rebalance, partition_exists)
         self._txn_offsets = TxnOffsets(state, partition_exists)
         self._loader = GroupLoader(state, self._rebalance, self._membership.on_loaded)

@@ -2,8 +2,9 @@
 
 One module per API (``join``, ``sync``, ``heartbeat``, ``leave``), the rebalance they share
 (``rebalance``: phases, member sessions and the other membership timers) and the JoinGroup/
-SyncGroup response shapes (``responses``). KIP-848's consumer groups will sit beside this
-package, in ``coordinator/consumer/``.
+SyncGroup response shapes (``responses``). KIP-848's consumer groups sit beside this
+package, in ``coordinator/consumer/``, which also serves these four APIs for the members of a
+consumer group that use the classic protocol (the handlers here hand such requests over).
 """
 
 from coordinator.classic.heartbeat import Heartbeat

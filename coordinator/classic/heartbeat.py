@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -12,6 +12,9 @@ from coordinator.group import GroupState
 from coordinator.responses import response_for
 from coordinator.state import CoordinatorState, Respond, reply
 
+if TYPE_CHECKING:
+    from coordinator.consumer.classic_members import ClassicMembers
+
 __all__ = ["Heartbeat"]
 
 E = ErrorCode
@@ -19,11 +22,13 @@ _S = GroupState
 
 
 class Heartbeat:
-    """Heartbeat against the groups of ``state``."""
+    """Heartbeat against the groups of ``state`` (consumer groups' members using the classic
+    protocol through ``consumer_groups``)."""
 
-    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer, consumer_groups: ClassicMembers) -> None:
         self._state = state
         self._rebalance = rebalancer
+        self._consumer_groups = consumer_groups
 
     def __call__(self, req: Any, respond: Respond) -> None:
         reply(respond, response_for(req, error_code=self._heartbeat(req)))
@@ -37,7 +42,7 @@ class Heartbeat:
         if group is None:
             return E.unknown_member_id
         if isinstance(group, ConsumerGroup):
-            return group.classic_member_error(member_id, getattr(req, "group_instance_id", None))
+            return self._consumer_groups.heartbeat(group, req)
         if group.is_(_S.DEAD):
             return E.coordinator_not_available
         if group.is_static_member_fenced(member_id, getattr(req, "group_instance_id", None)):

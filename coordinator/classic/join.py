@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -22,6 +22,9 @@ from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import Group, GroupState, Member, Pending
 from coordinator.responses import ms, version_of
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
+
+if TYPE_CHECKING:
+    from coordinator.consumer.classic_members import ClassicMembers
 
 __all__ = ["JoinContext", "JoinGroup"]
 
@@ -61,11 +64,14 @@ class JoinContext:
 
 
 class JoinGroup:
-    """JoinGroup against the groups of ``state``; rebalances through ``rebalancer``."""
+    """JoinGroup against the groups of ``state``; rebalances through ``rebalancer``. A
+    non-empty consumer group takes the member through ``consumer_groups`` (KIP-848's members
+    using the classic protocol)."""
 
-    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer, consumer_groups: ClassicMembers) -> None:
         self._state = state
         self._rebalance = rebalancer
+        self._consumer_groups = consumer_groups
 
     def __call__(self, req: Any, respond: Respond, client_id: str, client_host: str) -> None:
         state = self._state
@@ -80,13 +86,22 @@ class JoinGroup:
         if not config.group_min_session_timeout_ms <= session_ms <= config.group_max_session_timeout_ms:
             return reply(respond, join_response(req, E.invalid_session_timeout, member_id))
         is_unknown = member_id == ""
+        join = JoinContext(
+            req=req,
+            respond=respond,
+            client_id=client_id,
+            client_host=client_host,
+            session_ms=session_ms,
+            rebalance_ms=rebalance_ms,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            instance_id=getattr(req, "group_instance_id", None),
+        )
         existing = state.groups.get(req.group_id)
         if isinstance(existing, ConsumerGroup):
-            # Kafka lets classic consumers join a non-empty consumer group (KIP-848's mixed
-            # groups); that is not supported here, so they are told their protocol does not
-            # fit. An empty consumer group is deleted and becomes a classic group.
+            # Kafka's classicGroupJoinToConsumerGroup: a consumer group with members takes a
+            # classic member in. An empty consumer group is deleted and becomes a classic group.
             if not existing.is_empty():
-                return reply(respond, join_response(req, E.inconsistent_group_protocol, ""))
+                return self._consumer_groups.join(existing, join)
             err = self._replace_empty_consumer_group(existing)
             if err is not None:
                 return reply(respond, join_response(req, err, member_id))
@@ -102,16 +117,6 @@ class JoinGroup:
                 if member is not None:
                     self._rebalance.remove_member_and_update(group, member)
                 return reply(respond, join_response(req, E.group_max_size_reached, ""))
-            join = JoinContext(
-                req=req,
-                respond=respond,
-                client_id=client_id,
-                client_host=client_host,
-                session_ms=session_ms,
-                rebalance_ms=rebalance_ms,
-                protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-                instance_id=getattr(req, "group_instance_id", None),
-            )
             if is_unknown:
                 self._join_new_member(group, join)
             else:

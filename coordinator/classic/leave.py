@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -12,6 +12,9 @@ from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState
 from coordinator.responses import response_for, version_of
 from coordinator.state import CoordinatorState, Respond, reply
+
+if TYPE_CHECKING:
+    from coordinator.consumer.classic_members import ClassicMembers
 
 __all__ = ["LeaveGroup"]
 
@@ -22,11 +25,13 @@ _S = GroupState
 
 
 class LeaveGroup:
-    """LeaveGroup against the groups of ``state``."""
+    """LeaveGroup against the groups of ``state`` (consumer groups' members using the classic
+    protocol through ``consumer_groups``)."""
 
-    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer, consumer_groups: ClassicMembers) -> None:
         self._state = state
         self._rebalance = rebalancer
+        self._consumer_groups = consumer_groups
 
     def __call__(self, req: Any, respond: Respond) -> None:
         v = version_of(req)
@@ -40,12 +45,14 @@ class LeaveGroup:
         group = self._state.groups.get(req.group_id) if top is None else None
         if top is None and isinstance(group, Group) and group.is_(_S.DEAD):
             top = E.coordinator_not_available
-        if top is None:
+        if top is None and isinstance(group, ConsumerGroup):
+            # Kafka's classicGroupLeaveToConsumerGroup (static members answer with their id)
+            top, answered = self._consumer_groups.leave(group, leaving)
+            leaving = [(mid, iid) for mid, iid, _ in answered]
+            results = [e for _, _, e in answered]
+        elif top is None:
             for member_id, instance_id in leaving:
-                if isinstance(group, ConsumerGroup):
-                    results.append(group.classic_member_error(member_id, instance_id, any_member_id=True))
-                else:
-                    results.append(self._leave_one(group, member_id, instance_id))
+                results.append(self._leave_one(group, member_id, instance_id))
         if v >= 3:
             resp = response_for(
                 req,

@@ -8,7 +8,7 @@ the group becomes Stable.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -16,7 +16,11 @@ from coordinator.classic.rebalance import Rebalancer, group_metadata_record
 from coordinator.classic.responses import sync_response
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState, Pending
+from coordinator.responses import response_for
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
+
+if TYPE_CHECKING:
+    from coordinator.consumer.classic_members import ClassicMembers
 
 __all__ = ["SyncGroup"]
 
@@ -27,11 +31,13 @@ _S = GroupState
 
 
 class SyncGroup:
-    """SyncGroup against the groups of ``state``."""
+    """SyncGroup against the groups of ``state`` (consumer groups' members using the classic
+    protocol through ``consumer_groups``)."""
 
-    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer) -> None:
+    def __init__(self, state: CoordinatorState, rebalancer: Rebalancer, consumer_groups: ClassicMembers) -> None:
         self._state = state
         self._rebalance = rebalancer
+        self._consumer_groups = consumer_groups
 
     def _error(self, req: Any, group: Group | None) -> ErrorCode | None:
         member_id: str = req.member_id
@@ -64,10 +70,15 @@ class SyncGroup:
             return reply(respond, sync_response(req, err))
         group = state.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            # Kafka: UNKNOWN_MEMBER_ID for an empty group, else its classic-member checks
-            err = E.unknown_member_id if group.is_empty() else group.classic_member_error(
-                req.member_id, getattr(req, "group_instance_id", None))
-            return reply(respond, sync_response(req, err))
+            # Kafka: UNKNOWN_MEMBER_ID for an empty group, else classicGroupSyncToConsumerGroup
+            if group.is_empty():
+                return reply(respond, sync_response(req, E.unknown_member_id))
+            err, assignment = self._consumer_groups.sync(group, req)
+            return reply(respond, response_for(
+                req, error_code=err, assignment=assignment,
+                protocol_type=getattr(req, "protocol_type", None) if err is E.none else None,
+                protocol_name=getattr(req, "protocol_name", None) if err is E.none else None,
+            ))
         err = self._error(req, group)
         if err is not None:
             return reply(respond, sync_response(req, err))

@@ -20,12 +20,16 @@ from coordinator.consumer.membership import Membership
 from coordinator.responses import response_for
 from coordinator.state import Respond, reply
 
-__all__ = ["ConsumerGroupDescribe", "GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED", "MEMBER_TYPE_CONSUMER"]
+__all__ = [
+    "ConsumerGroupDescribe", "GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED", "MEMBER_TYPE_CLASSIC", "MEMBER_TYPE_CONSUMER",
+]
 
 E = ErrorCode
 
 GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
-#: ConsumerGroupDescribe v1's MemberType: 1 for members using the consumer protocol
+#: ConsumerGroupDescribe v1's MemberType: 0 for members using the classic protocol (KIP-848's
+#: online migration), 1 for those using the consumer protocol
+MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
@@ -97,7 +101,7 @@ class ConsumerGroupDescribe:
             "subscribed_topic_regex": member.subscribed_topic_regex,
             "assignment": _topic_partitions(member.assigned, names),
             "target_assignment": _topic_partitions(target, names),
-            "member_type": MEMBER_TYPE_CONSUMER,
+            "member_type": MEMBER_TYPE_CLASSIC if member.uses_classic_protocol else MEMBER_TYPE_CONSUMER,
         }
 
 

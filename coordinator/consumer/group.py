@@ -8,7 +8,10 @@ assignment and its epoch, the group epoch, the subscription metadata (the subscr
 that exist, with their ids and partition counts) and the index Kafka calls
 ``currentPartitionEpoch``: which member epoch owns each partition right now (assigned or
 still pending revocation). Reconciliation gives a partition to its new owner only once this
-index says nobody owns it.
+index says nobody owns it. Members may use the consumer protocol (ConsumerGroupHeartbeat) or
+the classic one (JoinGroup/SyncGroup/Heartbeat, after an online upgrade or joining a consumer
+group: coordinator/consumer/classic_members.py); the group counts the latter and the classic
+protocols they support, as Kafka does, for their JoinGroups and for the downgrade.
 
 The group changes only through the methods the replay of records calls
 (coordinator/consumer/replay.py), live and at load alike, so the state after a restart is

@@ -8,16 +8,15 @@ One heartbeat, in Kafka's order:
 2. epoch -1 / -2: the member leaves (a static member with -2 keeps its assignment until its
    session times out or its instance rejoins);
 3. otherwise the group is found, or created by a join (epoch 0), replacing an empty classic
-   group; the member is found or created (GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID,
+   group or converting a classic group with members (the online upgrade of
+   coordinator/consumer/migration.py, when group.consumer.migration.policy allows it;
+   GROUP_ID_NOT_FOUND when not); the member is found or created (GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID,
    FENCED_MEMBER_EPOCH, a static member replacing its earlier incarnation or
    UNRELEASED_INSTANCE_ID / FENCED_INSTANCE_ID);
-4. the member's fields are updated (null means unchanged); a changed subscription, a change
-   of the subscribed topics' metadata (topics created or deleted, partitions added, a new
-   topic matching a regex) or a new group bump the group epoch;
-5. a group epoch above the target assignment epoch computes a new target assignment with the
-   group's server assignor;
-6. the member reconciles towards its target (coordinator/consumer/reconcile.py);
-7. the records are written, then replayed; the session timeout restarts, the rebalance
+4. the member's fields are updated (null means unchanged; a member that used the classic
+   protocol now uses the consumer protocol), the group epoch, target assignment and the
+   member's reconciliation follow (coordinator/consumer/update.py);
+5. the records are written, then replayed; the session timeout restarts, the rebalance
    timeout starts or stops with the revocation; the response carries the assignment when the
    request was a full one or the assignment changed.
 """
@@ -37,19 +36,17 @@ from coordinator.consumer.group import (
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
-    regex_error,
 )
 from coordinator.consumer.membership import Membership, kafka_uuid, remove_member_records
-from coordinator.consumer.reconcile import Owned, reconcile
+from coordinator.consumer.migration import can_upgrade, classic_to_consumer
+from coordinator.consumer.reconcile import Owned
 from coordinator.consumer.records import (
     CGRecord,
     current_assignment_record,
-    group_epoch_record,
     member_subscription_record,
-    subscription_metadata_record,
     target_assignment_record,
 )
-from coordinator.consumer.target import compute_target_assignment, subscription_metadata
+from coordinator.consumer.update import update_and_reconcile
 from coordinator.group import Group, GroupState
 from coordinator.records import encode_group_metadata_key
 from coordinator.responses import ms, response_for, version_of
@@ -202,22 +199,31 @@ class ConsumerGroupHeartbeat:
         return member
 
     # ------------------------------------------------------------------ joining / heartbeating
-    def _group(self, group_id: str, create: bool, extra: list[Record]) -> ConsumerGroup:
-        """Kafka's getOrMaybeCreateConsumerGroup: a new group (or one replacing an empty
-        classic group, whose tombstone goes to ``extra``) is not in the groups until its
-        records are replayed."""
+    def _group(
+        self, group_id: str, create: bool, extra: list[Record], records: list[CGRecord]
+    ) -> tuple[ConsumerGroup, Group | None]:
+        """Kafka's getOrMaybeCreateConsumerGroup: a new group (or one replacing a classic
+        group, whose tombstone goes to ``extra``) is not in the groups until its records are
+        replayed. A classic group with members is converted when the migration policy and
+        Kafka's validateOnlineUpgrade allow it (its consumer-group records go to
+        ``records``, and it is returned second); GROUP_ID_NOT_FOUND otherwise."""
         state = self._state
         group = state.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            return group
+            return group, None
         if group is None and not create:
             raise KafkaError(E.group_id_not_found, f"Consumer group {group_id} not found.")
-        if isinstance(group, Group):
-            if not (create and group.is_(GroupState.EMPTY) and not group.members):
-                # converting a classic group with members (KIP-848's online upgrade) is not done
-                raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group")
+        if group is None:
+            return ConsumerGroup(group_id, state.partition_for(group_id)), None
+        if create and group.is_(GroupState.EMPTY) and not group.members:
             extra.append((encode_group_metadata_key(group_id), None))
-        return ConsumerGroup(group_id, state.partition_for(group_id))
+            return ConsumerGroup(group_id, state.partition_for(group_id)), None
+        if create and can_upgrade(state.config, group):
+            converted, creation = classic_to_consumer(group, self._m.topics())
+            extra.append((encode_group_metadata_key(group_id), None))
+            records += creation
+            return converted, group
+        raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group")
 
     def _member(
         self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None, owned: Owned,
@@ -241,7 +247,8 @@ class ConsumerGroupHeartbeat:
             return member
         if existing is None:
             return group.members.get(member_id) or ConsumerGroupMember(member_id)
-        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if not existing.uses_classic_protocol and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # (a member using the classic protocol is replaced without having left)
             raise KafkaError(
                 E.unreleased_instance_id,
                 f"Static member {member_id} with instance id {instance_id} cannot join the group because the "
@@ -289,7 +296,7 @@ class ConsumerGroupHeartbeat:
         owned = _owned(req)
         extra: list[Record] = []
         records: list[CGRecord] = []
-        group = self._group(gid, epoch == 0, extra)
+        group, converted = self._group(gid, epoch == 0, extra, records)
         member_id = req.member_id
         limit = config.group_consumer_max_size
         if len(group.members) >= limit and (not member_id or member_id not in group.members):
@@ -299,8 +306,6 @@ class ConsumerGroupHeartbeat:
         if not member_id:
             member_id = kafka_uuid()  # v0: the coordinator names the member
         member = self._member(group, member_id, epoch, instance_id, owned, records)
-
-        # 1. The member, its subscription, the subscription metadata and the group epoch.
         updated = replace(
             member,
             instance_id=member.instance_id if instance_id is None else instance_id,
@@ -311,51 +316,13 @@ class ConsumerGroupHeartbeat:
             subscribed_topic_regex=member.subscribed_topic_regex if regex is None else regex,
             client_id=client_id,
             client_host=client_host,
+            classic=None,
         )
-        bump = group.group_epoch == 0  # a new group moves off epoch 0 at once
-        if updated != member:
-            records.append(member_subscription_record(gid, updated))
-            if updated.subscribed_topic_regex != member.subscribed_topic_regex:
-                new_regex = updated.subscribed_topic_regex
-                problem = regex_error(new_regex) if new_regex else None
-                if problem is not None:
-                    raise KafkaError(
-                        E.invalid_regular_expression,
-                        f"SubscribedTopicRegex `{new_regex}` is not a valid regular expression: {problem}.",
-                    )
-                bump = True
-            if updated.subscribed_topic_names != member.subscribed_topic_names:
-                bump = True
-        names_count, regexes = group.computed_subscriptions(member, updated)
-        metadata = subscription_metadata(names_count, regexes, m.topics())
-        group_epoch = group.group_epoch
-        if metadata != group.subscription_metadata:
-            bump = True
-            records.append(subscription_metadata_record(gid, metadata))
-        if bump:
-            group_epoch += 1
-            records.append(group_epoch_record(gid, group_epoch))
-            log.info("group %s: epoch bumped to %d", gid, group_epoch)
-
-        # 2. The target assignment, when the group epoch moved past it.
-        if group_epoch > group.assignment_epoch:
-            target = self._assign(group, group_epoch, member, updated, metadata, records)
-            target_epoch = group_epoch
-        else:
-            target_epoch = group.assignment_epoch
-            target = group.target_for(updated.member_id, updated.instance_id)
-
-        # 3. Reconciliation.
-        reconciled = False
-        if not updated.is_reconciled_to(target_epoch):
-            nxt = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
-            if nxt != updated:
-                records.append(current_assignment_record(gid, nxt))
-                reconciled = True
-            updated = nxt
-
-        m.write(group, records, extra)
+        updated, reconciled = update_and_reconcile(m, group, member, updated, owned, records)
+        m.write(group, records, extra, replacing=converted)
         live = m.live.get(gid) or group
+        if converted is not None:
+            m.upgraded(converted, live)
         m.schedule_session(live, member_id)
         if reconciled:
             if updated.state is MemberState.UNREVOKED_PARTITIONS:
@@ -372,24 +339,3 @@ class ConsumerGroupHeartbeat:
             heartbeat_interval=config.group_consumer_heartbeat_interval_ms,
             assignment=_assignment(updated.assigned) if full or changed else None,
         )
-
-    def _assign(
-        self, group: ConsumerGroup, epoch: int, member: ConsumerGroupMember, updated: ConsumerGroupMember,
-        metadata: Any, records: list[CGRecord],
-    ) -> Assignment:
-        """Kafka's updateTargetAssignment: the member's new target."""
-        m = self._m
-        name = group.computed_assignor(member, updated) or m.default_assignor
-        assignor = m.assignors.get(name) or m.assignors[m.default_assignor]
-        previous = group.static_members.get(updated.instance_id) if updated.instance_id is not None else None
-        removed = previous if previous is not None and previous != updated.member_id else None
-        try:
-            new_records, target = compute_target_assignment(group, epoch, assignor, metadata, updated, removed)
-        except Exception as exc:  # PartitionAssignorError, or a bug in the assignor
-            log.error("group %s: computing the target assignment for epoch %d failed: %s", group.group_id, epoch, exc)
-            raise KafkaError(
-                E.unknown_server_error, f"Failed to compute a new target assignment for epoch {epoch}: {exc}"
-            ) from exc
-        log.info("group %s: new target assignment for epoch %d with the %s assignor", group.group_id, epoch, name)
-        records += new_records
-        return target.get(updated.member_id, {})

@@ -220,14 +220,18 @@ def current_assignment_tombstone(group_id: str, member_id: str) -> CGRecord:
     return ConsumerGroupKey(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
 
 
-def group_tombstones(group: ConsumerGroup) -> list[CGRecord]:
+def group_tombstones(group: ConsumerGroup, leaving: str | None = None, joining: str | None = None) -> list[CGRecord]:
     """Kafka's ConsumerGroup.createGroupTombstoneRecords: every record of the group, deleted,
-    in the order replay needs (members' assignments, target epoch, members, metadata, epoch)."""
+    in the order replay needs (members' assignments, target epoch, members, metadata, epoch).
+    With ``leaving`` and ``joining`` (createGroupTombstoneRecordsWithReplacedMember), the
+    leaving member's records are deleted under the joining member's id: the joining member
+    replaced it earlier in the same batch."""
     gid = group.group_id
-    records = [current_assignment_tombstone(gid, mid) for mid in group.members]
-    records += [target_assignment_tombstone(gid, mid) for mid in group.members]
+    ids = [joining if joining is not None and mid == leaving else mid for mid in group.members]
+    records = [current_assignment_tombstone(gid, mid) for mid in ids]
+    records += [target_assignment_tombstone(gid, mid) for mid in ids]
     records.append(assignment_epoch_tombstone(gid))
-    records += [member_subscription_tombstone(gid, mid) for mid in group.members]
+    records += [member_subscription_tombstone(gid, mid) for mid in ids]
     records.append(subscription_metadata_tombstone(gid))
     records.append(group_epoch_tombstone(gid))
     return records

@@ -205,8 +205,11 @@ def test_classic_membership_apis_against_a_consumer_group() -> None:
     ch = classic(h)
     a = Consumer("a", instance_id="ia")
     h.heartbeat(a)
-    box = ch.join("g", Client("x"))
-    assert box.value.error_code == E.inconsistent_group_protocol
+    # classic members may join (coordinator/consumer/classic_members.py; tests in
+    # test_migration.py), with the consumer protocol type only
+    assert ch.join("g", Client("x"), protocol_type="other").value.error_code == E.inconsistent_group_protocol
+    assert ch.join("g", Client("x")).value.error_code == E.member_id_required
+    # the classic APIs refuse members using the consumer protocol
     assert ch.heartbeat("g", Client("x", member_id="a", generation=1)) == E.unknown_member_id
     assert ch.heartbeat("g", Client("x", member_id="b", generation=1, instance_id="ia")) == E.fenced_instance_id
     assert ch.sync("g", Client("x", member_id="a", generation=1)).value.error_code == E.unknown_member_id

@@ -8,7 +8,13 @@ import uuid
 import pytest
 
 from coordinator import GroupCoordinator
-from coordinator.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState, TopicMetadata
+from coordinator.consumer.group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    TopicMetadata,
+)
 from coordinator.consumer.records import (
     ConsumerGroupKey,
     CurrentAssignmentValue,
@@ -98,12 +104,21 @@ def test_round_trips_and_truncations(record) -> None:
 
 
 def test_tagged_fields_are_skipped() -> None:
-    # ConsumerGroupMemberMetadataValue with its tag 0 (ClassicMemberMetadata) set
+    # ConsumerGroupMemberMetadataValue with its tag 0 (ClassicMemberMetadata) set, as Kafka's
+    # generated code writes a nullable struct in a tagged field: size + 1, presence byte 1
     _, v = encode_record(member_subscription_record("g", ConsumerGroupMember("m", client_id="c")))
-    classic = H("00001388 01 00")  # SessionTimeoutMs, empty SupportedProtocols, tags
+    classic = H("01 00001388 02 0672616e6765 03 0001 00 00")  # session, [("range", 0001)], tags
     tagged = v[:-1] + bytes([1, 0, len(classic)]) + classic
     _, value = decode_record(ConsumerGroupKey(5, "g", "m"), tagged)
     assert isinstance(value, MemberMetadataValue) and value.client_id == "c"
+    assert value.classic == ClassicMemberMetadata(5000, (("range", b"\x00\x01"),))
+    member = ConsumerGroupMember("m", client_id="c", classic=value.classic)
+    assert encode_record(member_subscription_record("g", member))[1] == tagged
+    # a null struct (presence 0) and unknown tags are skipped
+    _, value = decode_record(ConsumerGroupKey(5, "g", "m"), v[:-1] + H("02 00 01 00 05 02 abcd"))
+    assert isinstance(value, MemberMetadataValue) and value.classic is None
+    with pytest.raises(RecordDecodeError):
+        decode_record(ConsumerGroupKey(5, "g", "m"), v[:-1] + H("01 00 02 01 00"))
     assert isinstance(decode_record(ConsumerGroupKey(3, "g"), H("0000 00000001 00"))[1], GroupEpochValue)
     assert isinstance(decode_record(ConsumerGroupKey(4, "g"), H("0000 01 00"))[1], PartitionMetadataValue)
     assert isinstance(decode_record(ConsumerGroupKey(7, "g", "m"), H("0000 01 00"))[1], TargetAssignmentValue)
