@@ -178,6 +178,9 @@ class Revocation:
     #: when the member was asked to revoke, when the coordinator's revocation timer tells
     #: (its deadline minus the member's rebalance timeout); None when unknown
     since_ms: int | None
+    #: a classic-protocol member inside the consumer group (after an online upgrade): it
+    #: revokes by rejoining (JoinGroup), which its client sends only from poll()
+    classic: bool = False
 
 
 def pending_revocations(group: ConsumerGroup) -> list[Revocation]:
@@ -192,7 +195,8 @@ def pending_revocations(group: ConsumerGroup) -> list[Revocation]:
         if timer is not None and timer[1] == m.member_epoch and m.rebalance_timeout_ms >= 0:
             since = timer[0] - m.rebalance_timeout_ms
         out.append(Revocation(group.group_id, group.assignment_epoch, _ref(m), m.member_epoch,
-                              _partitions(m.pending_revocation, names), m.rebalance_timeout_ms, since))
+                              _partitions(m.pending_revocation, names), m.rebalance_timeout_ms, since,
+                              m.uses_classic_protocol))
     return out
 
 
@@ -202,7 +206,8 @@ def format_revocation(r: Revocation, waited_ms: int) -> str:
     parts = ", ".join(f"{t}-{p}" for t, p in r.partitions)
     return (
         f"group {r.group_id}: epoch {r.group_epoch} waiting {waited_ms / 1000:.1f}s for member {r.member} to revoke "
-        f"[{parts}]; member epoch {r.member_epoch}, max.poll.interval.ms={r.rebalance_timeout_ms}"
+        f"[{parts}]{' by rejoining (classic protocol member)' if r.classic else ''}; member epoch {r.member_epoch}, "
+        f"max.poll.interval.ms={r.rebalance_timeout_ms}"
     )
 
 
