@@ -20,7 +20,7 @@ committed offset from expiring and their group alive, and OffsetDelete removes t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -362,16 +362,7 @@ class Offsets:
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in sorted(gone)]
         if dies and group.generation > 0:
             records.append((encode_group_metadata_key(group.group_id), None))
-        if records:
-            try:
-                self._state.append(group, records)
-            except Exception as exc:
-                log.warning("group %s: writing expiry tombstones failed: %s", group.group_id, exc)
-                return
-        for k in gone:
-            del group.offsets[k]
-        if dies:
-            self._state.kill(group)
+        self._expire(group, records, gone, dies)
 
     def _expire_consumer_group(self, group: ConsumerGroup, gone: list[tuple[str, int]]) -> None:
         """Kafka's cleanupExpiredOffsets for a consumer group (offsets age from their commit;
@@ -384,11 +375,16 @@ class Offsets:
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in sorted(gone)]
         if dies:
             records += [encode_record(r) for r in group_tombstones(group)]
-        try:
-            self._state.append(group, records)
-        except Exception as exc:
-            log.warning("group %s: writing expiry tombstones failed: %s", group.group_id, exc)
-            return
+        self._expire(group, records, gone, dies)
+
+    def _expire(self, group: AnyGroup, records: list[Record], gone: Iterable[tuple[str, int]], dies: bool) -> None:
+        """Write the expiry's tombstones, then forget the offsets (and the group, if it dies)."""
+        if records:
+            try:
+                self._state.append(group, records)
+            except Exception as exc:
+                log.warning("group %s: writing expiry tombstones failed: %s", group.group_id, exc)
+                return
         for k in gone:
             del group.offsets[k]
         if dies:
