@@ -1,6 +1,6 @@
-"""ConsumerGroupDescribe (key 69), v0-1: consumer-protocol groups (KIP-848) with their
-epochs, assignor and members, each with its current and target assignment; a classic
-group answers GROUP_ID_NOT_FOUND, as in Kafka."""
+"""ConsumerGroupDescribe (key 69), v0 (the versions of the JSON specs Krait follows):
+consumer-protocol groups (KIP-848) with their epochs, assignor and members, each with its
+current and target assignment; a classic group answers GROUP_ID_NOT_FOUND, as in Kafka."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 1))
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 0))
 def consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     groups = broker.groups.ready()
     return groups.call(groups.coordinator.consumer_group_describe, req,

@@ -37,7 +37,7 @@ def _coordinator(cl: Cluster, group: str) -> int:
 
 def _describe(cl: Cluster, broker_id: int, group: str):
     with WireClient("127.0.0.1", cl.brokers[broker_id].port, timeout=5) as w:
-        r = w.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=[group], include_authorized_operations=False)
+        r = w.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=[group], include_authorized_operations=False)
     (g,) = r.groups
     return g
 

@@ -43,7 +43,7 @@ from .members import (
 
 def describe(broker: BrokerProcess, group: str):
     with WireClient("127.0.0.1", broker.port, timeout=10) as w:
-        r = w.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=[group], include_authorized_operations=False)
+        r = w.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=[group], include_authorized_operations=False)
     (g,) = r.groups
     return g
 

@@ -35,7 +35,7 @@ def join(w: WireClient, group: str, member_id: str, topic: str | None, **fields)
 
 
 def describe(w: WireClient, group: str):
-    r = w.request(DESCRIBE, 1, group_ids=[group], include_authorized_operations=False)
+    r = w.request(DESCRIBE, 0, group_ids=[group], include_authorized_operations=False)
     (g,) = r.groups
     return g
 
@@ -147,7 +147,7 @@ def test_join_without_required_fields_is_invalid(member, missing):
 def test_describe_unknown_and_classic_groups(broker, member):
     w, group, topic, mid, epoch, owned = member
     unknown = name("g-none")
-    r = w.request(DESCRIBE, 1, group_ids=[unknown, group], include_authorized_operations=False)
+    r = w.request(DESCRIBE, 0, group_ids=[unknown, group], include_authorized_operations=False)
     assert [(g.group_id, g.error_code) for g in r.groups] == [(unknown, E.group_id_not_found), (group, E.none)]
     # a classic group is not a consumer group
     from confluent_kafka import Consumer
