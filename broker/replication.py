@@ -158,6 +158,7 @@ class Replication:
             part.maybe_increment_high_watermark()
             self.replicas.purgatory.notify(part.tp)
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
+        """Cancel the ISR writes still in flight (the broker is leaving the cluster)."""
         for t in list(self._tasks):
             t.cancel()

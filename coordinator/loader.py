@@ -36,9 +36,9 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     RecordDecodeError,
-    UnknownRecordVersion,
     decode_group_metadata_value,
     decode_offset_commit_value,
+    replay_each,
 )
 from coordinator.state import CoordinatorState
 
@@ -125,34 +125,17 @@ class GroupLoader:
 
     def replay(self, partition: int, records: Iterable[LoadItem]) -> None:
         st = self._state.loading.setdefault(partition, LoadState())
-        it = iter(records)
-        while True:
-            try:
-                item = next(it)
-            except StopIteration:
-                break
-            except Exception:
-                # The broker's record iterator failed (e.g. a corrupt batch): stop this
-                # partition here rather than crash; what was read so far stays loaded.
-                log.exception("__consumer_offsets-%d: reading records failed; loaded what was readable", partition)
-                break
+
+        def apply(item: LoadItem) -> None:
             offset = item[0]
             st.end = max(st.end, offset + 1)
             if isinstance(item, TxnMarker):
                 self._replay_marker(st, item)
-                continue
+                return
             producer_id, transactional = (item[3], item[4]) if len(item) > 3 else (-1, False)
-            try:
-                self._replay_record(partition, st, offset, item[1], item[2], producer_id if transactional else -1)
-            except UnknownRecordVersion as e:
-                st.skipped += 1
-                log.debug("__consumer_offsets-%d offset %s: skipping record: %s", partition, offset, e)
-            except RecordDecodeError as e:
-                st.skipped += 1
-                log.warning("__consumer_offsets-%d offset %s: skipping malformed record: %s", partition, offset, e)
-            except Exception:
-                st.skipped += 1
-                log.exception("__consumer_offsets-%d offset %s: skipping record", partition, offset)
+            self._replay_record(partition, st, offset, item[1], item[2], producer_id if transactional else -1)
+
+        st.skipped += replay_each("__consumer_offsets", partition, records, apply)
 
     def _replay_record(
         self, partition: int, st: LoadState, offset: int, key: bytes | None, value: bytes | None, producer_id: int

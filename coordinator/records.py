@@ -21,12 +21,17 @@ records quietly while still treating garbage as garbage.
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.varint import encode_uvarint, read_uvarint, skip_tagged_fields
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "RecordDecodeError",
@@ -244,7 +249,10 @@ def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_
 # --- reader ---------------------------------------------------------------------------
 
 
-class _Reader:
+class RecordReader:
+    """Bounds-checked reader of one internal-topic record (``__consumer_offsets`` and
+    ``__transaction_state`` share it): anything malformed is a RecordDecodeError."""
+
     __slots__ = ("data", "pos", "flexible")
 
     def __init__(self, data: bytes, pos: int = 0) -> None:
@@ -252,27 +260,30 @@ class _Reader:
         self.pos = pos
         self.flexible = False
 
-    def _take(self, n: int) -> memoryview:
+    def take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.data):
             raise RecordDecodeError(f"truncated record: need {n} bytes at {self.pos}, have {len(self.data) - self.pos}")
         v = self.data[self.pos : self.pos + n]
         self.pos += n
         return v
 
+    def unpack(self, s: struct.Struct) -> int:
+        return s.unpack(self.take(s.size))[0]
+
     def i8(self) -> int:
-        return _I8.unpack(self._take(1))[0]
+        return _I8.unpack(self.take(1))[0]
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return _I16.unpack(self.take(2))[0]
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return _I32.unpack(self.take(4))[0]
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return _I64.unpack(self.take(8))[0]
 
     def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=bytes(self._take(16)))
+        return uuid.UUID(bytes=bytes(self.take(16)))
 
     def uvarint(self) -> int:
         try:
@@ -288,7 +299,7 @@ class _Reader:
                 return None
             raise RecordDecodeError("null or negative length for a non-nullable string")
         try:
-            return str(self._take(n), "utf-8")
+            return str(self.take(n), "utf-8")
         except UnicodeDecodeError as e:
             raise RecordDecodeError(f"string is not UTF-8: {e}") from None
 
@@ -301,16 +312,28 @@ class _Reader:
         n = self.uvarint() - 1 if self.flexible else self.i32()
         if n < 0:
             raise RecordDecodeError("null or negative length for non-nullable bytes")
-        return bytes(self._take(n))
+        return bytes(self.take(n))
 
-    def array_len(self) -> int:
+    def array_len(self, nullable: bool = False) -> int | None:
         n = self.uvarint() - 1 if self.flexible else self.i32()
         if n < 0:
+            if n == -1 and nullable:
+                return None
             raise RecordDecodeError("null or negative array length")
         # Each element is at least one byte: a cheap bound that stops absurd counts early.
         if n > len(self.data) - self.pos:
             raise RecordDecodeError(f"array length {n} exceeds the remaining bytes")
         return n
+
+    def tags(self) -> dict[int, memoryview]:
+        """The tagged fields (flexible versions), raw, by tag."""
+        if not self.flexible:
+            return {}
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
 
     def skip_tags(self) -> None:
         if not self.flexible:
@@ -327,10 +350,10 @@ class _Reader:
             raise RecordDecodeError(f"{len(self.data) - self.pos} trailing bytes")
 
 
-def _reader(data: bytes | bytearray | memoryview | None, what: str) -> tuple[_Reader, int]:
+def _reader(data: bytes | bytearray | memoryview | None, what: str) -> tuple[RecordReader, int]:
     if data is None:
         raise RecordDecodeError(f"{what} is null")
-    r = _Reader(bytes(data))
+    r = RecordReader(bytes(data))
     return r, r.i16()
 
 
@@ -399,3 +422,34 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> 
     r.end()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, tuple(members), state_ts)
 
+
+def replay_each(topic: str, partition: int, items: Iterable[Any], apply: Callable[[Any], None], *,
+                unknown_level: int = logging.DEBUG) -> int:
+    """A coordinator's load loop (the group and the transaction coordinators share it):
+    ``apply`` each item of an internal topic's partition in log order. A record that does
+    not decode is logged and skipped, never fatal; the broker's iterator failing (a corrupt
+    batch) ends the load with what was read so far, as Kafka keeps what it loaded. Items
+    carry their offset first. A record of a version this broker does not know is logged at
+    ``unknown_level``. Returns how many records were skipped."""
+    skipped = 0
+    it = iter(items)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            break
+        except Exception:
+            log.exception("%s-%d: reading records failed; loaded what was readable", topic, partition)
+            break
+        try:
+            apply(item)
+        except UnknownRecordVersion as e:
+            skipped += 1
+            log.log(unknown_level, "%s-%d offset %s: skipping record: %s", topic, partition, item[0], e)
+        except (RecordDecodeError, ValueError) as e:
+            skipped += 1
+            log.warning("%s-%d offset %s: skipping malformed record: %s", topic, partition, item[0], e)
+        except Exception:
+            skipped += 1
+            log.exception("%s-%d offset %s: skipping record", topic, partition, item[0])
+    return skipped

@@ -16,12 +16,13 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from coordinator.records import replay_each
+from txn_coordinator.config import TRANSACTION_STATE_TOPIC
 from txn_coordinator.markers import MarkerChannel
 from txn_coordinator.metadata import TransactionMetadata, TransactionResult, TransactionState
 from txn_coordinator.records import (
     RecordDecodeError,
     TransactionLogValue,
-    UnknownRecordVersion,
     decode_key,
     decode_value,
 )
@@ -65,28 +66,9 @@ class TransactionLoader:
         st = self._loads.get(partition)
         if st is None:
             raise ValueError(f"__transaction_state-{partition} is not loading: call start_loading first")
-        it = iter(records)
-        while True:
-            try:
-                offset, key, value = next(it)
-            except StopIteration:
-                break
-            except Exception:
-                # The broker's record iterator failed (a corrupt batch): keep what was read,
-                # as Kafka logs the error and keeps the transactions loaded so far.
-                log.exception("__transaction_state-%d: reading records failed; loaded what was readable", partition)
-                break
-            try:
-                self._replay_record(partition, st, key, value)
-            except UnknownRecordVersion as e:
-                st.skipped += 1
-                log.warning("__transaction_state-%d offset %s: skipping record: %s", partition, offset, e)
-            except (RecordDecodeError, ValueError) as e:
-                st.skipped += 1
-                log.warning("__transaction_state-%d offset %s: skipping malformed record: %s", partition, offset, e)
-            except Exception:
-                st.skipped += 1
-                log.exception("__transaction_state-%d offset %s: skipping record", partition, offset)
+        st.skipped += replay_each(TRANSACTION_STATE_TOPIC, partition, records,
+                                  lambda item: self._replay_record(partition, st, item[1], item[2]),
+                                  unknown_level=logging.WARNING)
 
     def _replay_record(self, partition: int, st: LoadState, key: bytes | None, value: bytes | None) -> None:
         tid = decode_key(key)

@@ -32,9 +32,8 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from coordinator.records import RecordDecodeError, UnknownRecordVersion
-from protocol.errors import DecodeError
-from protocol.varint import encode_uvarint, read_uvarint
+from coordinator.records import RecordDecodeError, RecordReader, UnknownRecordVersion
+from protocol.varint import encode_uvarint
 
 __all__ = [
     "RecordDecodeError",
@@ -163,71 +162,16 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
 # --- reader ---------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "pos", "flexible")
-
-    def __init__(self, data: bytes | bytearray | memoryview | None, what: str) -> None:
-        if data is None:
-            raise RecordDecodeError(f"{what} is null")
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-        self.flexible = False
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordDecodeError(f"truncated record: need {n} bytes at {self.pos}, have {len(self.data) - self.pos}")
-        v = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return v
-
-    def unpack(self, s: struct.Struct) -> int:
-        return s.unpack(self.take(s.size))[0]
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos)
-        except DecodeError as e:
-            raise RecordDecodeError(str(e)) from None
-        return value
-
-    def string(self) -> str:
-        n = self.uvarint() - 1 if self.flexible else self.unpack(_I16)
-        if n < 0:
-            raise RecordDecodeError("null or negative length for a non-nullable string")
-        try:
-            return str(self.take(n), "utf-8")
-        except UnicodeDecodeError as e:
-            raise RecordDecodeError(f"string is not UTF-8: {e}") from None
-
-    def array_len(self, nullable: bool = False) -> int | None:
-        n = self.uvarint() - 1 if self.flexible else self.unpack(_I32)
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise RecordDecodeError("null or negative array length")
-        if n > len(self.data) - self.pos:  # every element takes at least one byte
-            raise RecordDecodeError(f"array length {n} exceeds the remaining bytes")
-        return n
-
-    def tags(self) -> dict[int, memoryview]:
-        if not self.flexible:
-            return {}
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.take(self.uvarint())
-        return out
-
-    def end(self) -> None:
-        # As the __consumer_offsets codec: refuse anything that is not exactly one record.
-        if self.pos != len(self.data):
-            raise RecordDecodeError(f"{len(self.data) - self.pos} trailing bytes")
+def _open(data: bytes | bytearray | memoryview | None, what: str) -> RecordReader:
+    if data is None:
+        raise RecordDecodeError(f"{what} is null")
+    return RecordReader(bytes(data))
 
 
 def decode_key(data: bytes | bytearray | memoryview | None) -> str:
     """The transactional id of a key; UnknownRecordVersion for versions other than 0
     (Kafka's readTxnRecordKey returns UnknownKey and the loader skips the record)."""
-    r = _Reader(data, "key")
+    r = _open(data, "key")
     version = r.unpack(_I16)
     if version != KEY_VERSION:
         raise UnknownRecordVersion("TransactionLogKey", version)
@@ -247,7 +191,7 @@ def _tagged_int(tags: dict[int, memoryview], tag: int, s: struct.Struct, default
 
 def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogValue:
     """Decode a non-null value (a tombstone is None and has nothing to decode)."""
-    r = _Reader(data, "TransactionLogValue")
+    r = _open(data, "TransactionLogValue")
     version = r.unpack(_I16)
     if version not in (0, 1):
         raise UnknownRecordVersion("TransactionLogValue", version)

@@ -116,6 +116,7 @@ class ClusterNode:
     def stop(self) -> None:
         self.stopped = True
         self.fetchers.stop()
+        self.replication.stop()
         self.controller.stop()
         self.reassignments.stop()
         if self.metadata is not None:

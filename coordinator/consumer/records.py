@@ -41,8 +41,8 @@ from coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
     RecordDecodeError,
+    RecordReader,
     UnknownRecordVersion,
-    _Reader,
     _Writer,
     decode_key,
 )
@@ -280,7 +280,7 @@ def _write_classic_tag(w: _Writer, classic: ClassicMemberMetadata) -> None:
     w.buf += encode_uvarint(1) + encode_uvarint(0) + encode_uvarint(len(s.buf) + 1) + b"\x01" + s.buf
 
 
-def _read_member_tags(r: _Reader) -> ClassicMemberMetadata | None:
+def _read_member_tags(r: RecordReader) -> ClassicMemberMetadata | None:
     """The value's tagged fields: ClassicMemberMetadata (tag 0) if present; others skipped."""
     classic = None
     for _ in range(r.uvarint()):
@@ -360,7 +360,7 @@ def decode_any_key(data: bytes | bytearray | memoryview | None) -> OffsetCommitK
     and the consumer-group types 3-8; UnknownRecordVersion for others."""
     if data is None or len(data) < 2:
         return decode_key(data)  # raises the right RecordDecodeError
-    r = _Reader(bytes(data))
+    r = RecordReader(bytes(data))
     version = r.i16()
     if not GROUP_METADATA <= version <= CURRENT_MEMBER_ASSIGNMENT:
         return decode_key(data)
@@ -370,7 +370,7 @@ def decode_any_key(data: bytes | bytearray | memoryview | None) -> OffsetCommitK
     return ConsumerGroupKey(version, group, member_id)
 
 
-def _read_topic_partitions(r: _Reader) -> Assignment:
+def _read_topic_partitions(r: RecordReader) -> Assignment:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -381,12 +381,12 @@ def _read_topic_partitions(r: _Reader) -> Assignment:
     return out
 
 
-def _strings(r: _Reader) -> Iterable[str]:
+def _strings(r: RecordReader) -> Iterable[str]:
     return [r.str_() for _ in range(r.array_len())]
 
 
 def _decode_value(key_type: int, data: bytes) -> Value:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version != 0:
         raise UnknownRecordVersion(f"consumer-group value (type {key_type})", version)
