@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode, UnsupportedVersionError
 from storage.manager import LogManager
 
 from .cluster.node import ClusterNode
-from .config import BrokerConfig, new_cluster_id
+from .config import BrokerConfig, ConfigError, new_cluster_id
 from .config_admin import ConfigAdmin
 from .group_driver import CoordinatorDriver
 from .handlers import HANDLERS, load_all
@@ -31,6 +31,8 @@ from .handlers.produce import legacy_produce_response
 from .log_dirs import LogDirs
 from .producer_ids import ProducerIdManager
 from .replica_manager import LEADER_EPOCH, ReplicaManager
+from .security.authorizer import Authorizer, authorizer_from_configs
+from .security.store import SecurityStore
 from .server import start_listeners
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
@@ -49,6 +51,14 @@ class Broker:
         self.log_dirs = config.log_dirs
         self.registry = TopicRegistry(self.log_dirs[0])
         self.producer_ids = ProducerIdManager(self.registry)
+        try:
+            #: None unless authorizer.class.name names Kafka's ACL authorizer
+            self.authorizer: Authorizer | None = authorizer_from_configs(config.originals)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value for configuration authorizer.class.name: {exc}") from None
+        #: ACLs, SCRAM credentials and client quotas (ZooKeeper's in cluster mode)
+        self.security_store = SecurityStore(self.log_dirs[0])
+        self.security_store.listeners.append(self._security_changed)
         # built by open_storage()
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
@@ -74,6 +84,8 @@ class Broker:
         """Load metadata and every partition (synchronous; also used by tools and tests)."""
         t0 = time.monotonic()
         self.registry.load()
+        self.security_store.load()
+        self._security_changed()
         # in cluster mode the id comes from ZooKeeper at start()
         if self.registry.cluster_id is None and not self.config["zookeeper.connect"]:
             self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
@@ -123,6 +135,11 @@ class Broker:
                  self.node_id, ",".join(map(str, self.config.listeners)),
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),
                  self.registry.cluster_id)
+
+    def _security_changed(self) -> None:
+        if self.authorizer is not None:
+            self.authorizer.load_dicts(self.security_store.acls)
+        self.metadata_cache.clear()  # Metadata answers depend on what a principal may describe
 
     def _join_cluster(self) -> None:
         cfg = self.config

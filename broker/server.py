@@ -28,6 +28,9 @@ _SIZE = struct.Struct(">i")
 _NO_RESPONSE = object()
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
 class RequestContext:
     __slots__ = ("header", "conn", "client_host", "client_port")
 
@@ -45,6 +48,11 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.header.client_id or ""
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal (``User:alice``; ``User:ANONYMOUS`` on PLAINTEXT)."""
+        return self.conn.principal
 
 
 class _Slot:
@@ -66,6 +74,8 @@ class Connection(asyncio.Protocol):
         self._paused_reading = False
         self._write_paused = False
         self._max_request = int(broker.config["socket.request.max.bytes"])
+        #: set by TLS client authentication or SASL
+        self.principal = ANONYMOUS
 
     # --- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
