@@ -32,7 +32,9 @@ from .log_dirs import LogDirs
 from .producer_ids import ProducerIdManager
 from .replica_manager import LEADER_EPOCH, ReplicaManager
 from .security.authorizer import Authorizer, authorizer_from_configs
-from .security.store import SecurityStore
+from .security.listeners import ConnectionLimits, listener_security
+from .security.sasl import ScramCredential
+from .security.store import SecurityStore, entity_path
 from .server import start_listeners
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
@@ -56,6 +58,12 @@ class Broker:
             self.authorizer: Authorizer | None = authorizer_from_configs(config.originals)
         except ValueError as exc:
             raise ConfigError(f"Invalid value for configuration authorizer.class.name: {exc}") from None
+        #: per listener: TLS context and SASL settings (bad keys stop start-up here)
+        self.listener_security = listener_security(config)
+        self.connection_limits = ConnectionLimits.from_config(config)
+        if self.connection_limits.max_connections >= 2**31 - 1 and self.connection_limits.per_ip >= 2**31 - 1 \
+                and not self.connection_limits.overrides:
+            self.connection_limits = None  # Kafka's defaults: no limit, no bookkeeping
         #: ACLs, SCRAM credentials and client quotas (ZooKeeper's in cluster mode)
         self.security_store = SecurityStore(self.log_dirs[0])
         self.security_store.listeners.append(self._security_changed)
@@ -171,12 +179,25 @@ class Broker:
         except ValueError as exc:
             log.error("topic %s has an invalid config in ZooKeeper, keeping the old one: %s", info.name, exc)
 
-    def live_brokers(self) -> list[tuple[int, str, int]]:
-        """(id, host, port) of every live broker: this one alone in single-node mode."""
+    def scram_credential(self, mechanism: str, username: str) -> ScramCredential | None:
+        """The stored SCRAM credential of a user (SASL/SCRAM's lookup)."""
+        raw = self.security_store.entities.get(entity_path({"user": username}), {}).get(mechanism)
+        if raw is None:
+            return None
+        try:
+            return ScramCredential.from_string(raw)
+        except ValueError:
+            log.error("the stored %s credential of user %r is not valid; refusing it", mechanism, username)
+            return None
+
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
+        """(id, host, port) of every live broker on ``listener`` (a client is answered with the
+        endpoints of the listener it connected to, as in Kafka; None: the first listener)."""
         if self.cluster is None:
-            lst = self.config.advertised_listeners[0]
+            adv = self.config.advertised_listeners
+            lst = next((a for a in adv if a.name == listener), adv[0])
             return [(self.node_id, lst.host, lst.port)]
-        return [(bid, host, port) for bid, (host, port) in self.cluster.membership.brokers.items()]
+        return self.cluster.membership.live_endpoints(listener)
 
     def cluster_version(self) -> tuple[int, int]:
         """Changes whenever brokers, the controller or partition states change (Metadata's

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from .dynamic_keys import BROKER_QUOTA_KEYS, DYNAMIC_ONLY_KEYS
 
@@ -49,6 +48,19 @@ def _list(v: str) -> list[str]:
 BROKER_KEYS: dict[str, tuple] = {
     "listeners": (_list, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (_list, None),
+    "listener.security.protocol.map": (_list, ",".join(f"{p}:{p}" for p in ("SASL_SSL", "PLAINTEXT", "SSL", "SASL_PLAINTEXT"))),
+    "inter.broker.listener.name": (_str, None),
+    "security.inter.broker.protocol": (_str, "PLAINTEXT"),
+    "sasl.mechanism.inter.broker.protocol": (_str, "GSSAPI"),
+    "connections.max.reauth.ms": (_int, "0"),
+    "connection.failed.authentication.delay.ms": (_int, "100"),
+    "sasl.server.max.receive.size": (_int, "524288"),
+    "max.connections": (_int, str(INT_MAX)),
+    "max.connections.per.ip": (_int, str(INT_MAX)),
+    "max.connections.per.ip.overrides": (_str, ""),
+    "authorizer.class.name": (_str, ""),
+    "super.users": (_str, None),
+    "allow.everyone.if.no.acl.found": (_bool, "false"),
     "node.id": (_int, None),
     "broker.id": (_int, "1"),
     "log.dirs": (_list, None),
@@ -146,7 +158,7 @@ BROKER_KEYS: dict[str, tuple] = {
 # embedded broker: accepted silently so a copied config does not spam warnings.
 IGNORED_KEYS = {
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "controller.listener.names",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.cleaner.threads",
@@ -223,6 +235,9 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "transaction.max.timeout.ms": "INT", "transaction.abort.timed.out.transaction.cleanup.interval.ms": "INT",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "INT",
     "transaction.partition.verification.enable": "BOOLEAN",
+    "security.inter.broker.protocol": "STRING", "connections.max.reauth.ms": "LONG",
+    "connection.failed.authentication.delay.ms": "INT", "sasl.server.max.receive.size": "INT",
+    "authorizer.class.name": "STRING", "super.users": "STRING", "allow.everyone.if.no.acl.found": "BOOLEAN",
 }
 
 _SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (
@@ -264,27 +279,49 @@ class ConfigError(ValueError):
     """An invalid configuration value; start-up stops with this message."""
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
     host: str
     port: int
+    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (listener.security.protocol.map)
+    security_protocol: str = "PLAINTEXT"
 
     def __str__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
 
 
-def parse_listener(spec: str, key: str = "listeners") -> Listener:
-    try:
-        u = urlsplit(spec)
-        port = u.port
-    except ValueError:
-        port = None
-    if not u.scheme or port is None:
+def parse_protocol_map(entries: list[str]) -> dict[str, str]:
+    """listener.security.protocol.map: ``NAME:PROTOCOL`` pairs, names upper-cased as Kafka's
+    ListenerName.normalised does."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, proto = entry.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
+                              f"must be LISTENER_NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = proto
+    return out
+
+
+# Kafka's SocketServer.uriParseExp: a listener name is [A-Za-z0-9_-]+ (urlsplit refuses '_')
+_LISTENER_URI = re.compile(r"^([a-zA-Z0-9_-]+)://(\[[0-9a-fA-F:.%a-z]*\]|[^:/\[\]]*):(-?\d+)$")
+
+
+def parse_listener(spec: str, key: str = "listeners", protocol_map: Mapping[str, str] | None = None) -> Listener:
+    m = _LISTENER_URI.match(spec.strip())
+    if m is None or not 0 <= int(m.group(3)) <= 65535:
         raise ConfigError(f"Invalid value {spec!r} for configuration {key}: must look like PLAINTEXT://host:port")
-    if u.scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: only PLAINTEXT listeners are supported")
-    return Listener(u.scheme.upper(), u.hostname or "0.0.0.0", port)
+    name = m.group(1).upper()
+    pmap = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
+    if name not in pmap:
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: no security protocol defined for "
+                          f"listener {name} (add it to listener.security.protocol.map)")
+    return Listener(name, m.group(2).strip("[]") or "0.0.0.0", int(m.group(3)), pmap[name])
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -360,8 +397,37 @@ class BrokerConfig:
         return list(self.values["log.dirs"] or self.values["log.dir"])
 
     @property
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.values["listener.security.protocol.map"])
+
+    @property
     def listeners(self) -> list[Listener]:
-        return [parse_listener(s) for s in self.values["listeners"]]
+        pmap = self.protocol_map
+        out = [parse_listener(s, "listeners", pmap) for s in self.values["listeners"]]
+        names = [lst.name for lst in out]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ConfigError(f"Invalid value {','.join(self.values['listeners'])} for configuration listeners: "
+                              f"each listener must have a different name, {dup} appears more than once")
+        return out
+
+    def inter_broker_listener(self) -> Listener:
+        """The listener brokers reach each other on: inter.broker.listener.name, else the
+        first listener of security.inter.broker.protocol (Kafka's KafkaConfig rules)."""
+        name = self.values["inter.broker.listener.name"]
+        adv = self.advertised_listeners
+        if name:
+            found = next((lst for lst in adv if lst.name == name.upper()), None)
+            if found is None:
+                raise ConfigError(f"Invalid value {name} for configuration inter.broker.listener.name: "
+                                  "it must be a listener name defined in advertised.listeners")
+            return found
+        proto = str(self.values["security.inter.broker.protocol"]).upper()
+        found = next((lst for lst in adv if lst.name == proto), None)
+        if found is None:
+            # Krait's embedded default tolerates a single listener of another protocol
+            found = adv[0]
+        return found
 
     @property
     def advertised_listeners(self) -> list[Listener]:
@@ -370,9 +436,9 @@ class BrokerConfig:
             out = []
             for lst in self.listeners:
                 host = lst.host if lst.host not in ("0.0.0.0", "", "::") else "127.0.0.1"
-                out.append(Listener(lst.name, host, lst.port))
+                out.append(Listener(lst.name, host, lst.port, lst.security_protocol))
             return out
-        return [parse_listener(s, "advertised.listeners") for s in adv]
+        return [parse_listener(s, "advertised.listeners", self.protocol_map) for s in adv]
 
     def retention_ms(self) -> int:
         if self.values["log.retention.ms"] is not None:

@@ -13,14 +13,20 @@ import asyncio
 import inspect
 import logging
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from protocol import apis, framing
+from protocol.apis import ApiKey
 from protocol.errors import ProtocolError
+
+from .security.authenticator import Outcome, SaslAuthenticator
+from .security.tls import certificate_principal
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .security.listeners import ListenerSecurity
 
 log = logging.getLogger("krait.server")
 
@@ -64,10 +70,14 @@ class _Slot:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, security: ListenerSecurity | None = None):
         self.broker = broker
+        self.security = security
+        #: the listener this connection came in on (Metadata answers with its endpoints)
+        self.listener_name = security.listener.name if security is not None else None
         self.transport: asyncio.Transport | None = None
         self.peer: tuple | None = None
+        self._admitted_ip: str | None = None
         self._buf = bytearray()
         self._pending: deque[_Slot] = deque()
         self._closed = False
@@ -76,17 +86,44 @@ class Connection(asyncio.Protocol):
         self._max_request = int(broker.config["socket.request.max.bytes"])
         #: set by TLS client authentication or SASL
         self.principal = ANONYMOUS
+        #: SASL listeners: the exchange until authenticated, then re-authentication
+        self.auth: SaslAuthenticator | None = None
+        self._sasl_max = int(broker.config["sasl.server.max.receive.size"])
 
     # --- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
+        limits = self.broker.connection_limits
+        if limits is not None:
+            ip = self.peer[0] if self.peer else ""
+            refused = limits.admit(ip)
+            if refused is not None:
+                log.warning("closing connection from %s: %s", self.peer, refused)
+                self._closed = True
+                transport.close()
+                return
+            self._admitted_ip = ip
         self.broker.connections.add(self)
+        sec = self.security
+        if sec is None:
+            return
+        if sec.ssl is not None:
+            sslobj = transport.get_extra_info("ssl_object")
+            der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+            self.principal = certificate_principal(der) or ANONYMOUS
+        if sec.sasl is not None:
+            broker = self.broker
+            self.auth = SaslAuthenticator(sec.sasl, broker.scram_credential, time.monotonic,
+                                          f"{self.peer[0]}:{self.peer[1]}" if self.peer else "")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.broker.connections.discard(self)
         self._pending.clear()
+        if self._admitted_ip is not None:
+            self.broker.connection_limits.release(self._admitted_ip)
+            self._admitted_ip = None
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests too.
@@ -111,6 +148,13 @@ class Connection(asyncio.Protocol):
         end = len(buf)
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
+            auth = self.auth
+            if auth is not None and not auth.authenticated and (size < 0 or size > self._sasl_max):
+                # Kafka: "Failing SASL authentication due to invalid receive size"
+                log.warning("closing connection from %s: %d-byte frame during SASL authentication exceeds "
+                            "sasl.server.max.receive.size (%d)", self.peer, size, self._sasl_max)
+                self.close()
+                return
             if size < 0 or size > self._max_request:
                 log.warning("closing connection from %s: request size %d outside 0..socket.request.max.bytes (%d)",
                             self.peer, size, self._max_request)
@@ -138,6 +182,22 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: malformed request header: %s", self.peer, exc)
             self.close()
             return
+        auth = self.auth
+        if auth is not None and (auth.in_exchange() or header.api_key == ApiKey.SASL_HANDSHAKE or auth.expired()):
+            if auth.authenticated and auth.expired() and header.api_key != ApiKey.SASL_HANDSHAKE:
+                log.info("closing connection from %s (%s): SASL session expired without re-authentication",
+                         self.peer, self.principal)
+                self.close()
+                return
+            try:
+                outcome = auth.handle(header, frame)
+            except ProtocolError as exc:
+                log.warning("closing connection from %s: malformed SASL request: %s", self.peer, exc)
+                self.close()
+                return
+            if not outcome.dispatch:
+                self._auth_outcome(header, outcome)
+                return
         slot = _Slot()
         self._pending.append(slot)
         try:
@@ -161,6 +221,34 @@ class Connection(asyncio.Protocol):
                 self.broker.track(task)
         else:
             self._complete(slot, header, result)
+
+    def _auth_outcome(self, header: framing.RequestHeader, outcome: Outcome) -> None:
+        auth = self.auth
+        if auth is not None and auth.authenticated:
+            self.principal = auth.principal or ANONYMOUS
+        if outcome.response is None:
+            if outcome.close:
+                self.close()
+            return
+        slot = _Slot()
+        self._pending.append(slot)
+        delay = self.broker.config["connection.failed.authentication.delay.ms"] / 1000 if outcome.failed else 0
+        if delay > 0:
+            # Kafka delays the failure answer so that a client cannot guess passwords fast;
+            # nothing more is read from this connection meanwhile
+            if self.transport is not None and not self._paused_reading:
+                self.transport.pause_reading()
+                self._paused_reading = True
+            asyncio.get_running_loop().call_later(delay, self._finish_auth, slot, header, outcome)
+        else:
+            self._finish_auth(slot, header, outcome)
+
+    def _finish_auth(self, slot: _Slot, header: framing.RequestHeader, outcome: Outcome) -> None:
+        if self._closed:
+            return
+        self._complete(slot, header, outcome.response)
+        if outcome.close:
+            self.close()
 
     def _task_done(self, task: asyncio.Task, slot: _Slot, header: framing.RequestHeader) -> None:
         if self._closed:
@@ -219,8 +307,11 @@ class Connection(asyncio.Protocol):
 async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
     loop = asyncio.get_running_loop()
     servers = []
-    for lst in broker.config.listeners:
+    for name, sec in broker.listener_security.items():
+        lst = sec.listener
         host = None if lst.host in ("", "0.0.0.0") else lst.host
-        server = await loop.create_server(lambda: Connection(broker), host, lst.port, reuse_address=True, backlog=1024)
+        server = await loop.create_server(lambda s=sec: Connection(broker, s), host, lst.port, reuse_address=True,
+                                          backlog=1024, ssl=sec.ssl)
+        log.debug("listening on %s (%s)", name, lst.security_protocol)
         servers.append(server)
     return servers

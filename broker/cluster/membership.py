@@ -24,9 +24,12 @@ log = logging.getLogger("krait.cluster")
 
 class ZkMembership:
     def __init__(self, connect: str, broker_id: int, advertised: list[Listener], *, session_timeout_ms: int,
+                 inter_broker_listener: str | None = None,
                  connection_timeout_ms: int, on_change: Callable[[], None] | None = None) -> None:
         self.broker_id = broker_id
         self.advertised = advertised
+        #: the listener brokers reach each other on (its endpoints fill ``brokers``)
+        self.inter_broker_listener = inter_broker_listener or advertised[0].name
         self.connection_timeout_ms = connection_timeout_ms
         self.on_change = on_change
         # Kazoo takes the chroot from the connect string (host:port,host:port/chroot), as Kafka does
@@ -36,8 +39,10 @@ class ZkMembership:
         #: the elected controller's broker id (None: none elected) and its epoch
         self.controller_id: int | None = None
         self.controller_epoch = zk.INITIAL_CONTROLLER_EPOCH
-        #: live brokers: id -> (host, port) of the endpoint of this broker's listener name
+        #: live brokers: id -> (host, port) of the endpoint of the inter-broker listener
         self.brokers: dict[int, tuple[str, int]] = {}
+        #: live brokers: id -> listener name -> (host, port), every endpoint registered
+        self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         #: bumped whenever the brokers or the controller change (the Metadata cache key)
         self.version = 0
         self._lost = False
@@ -133,19 +138,34 @@ class ZkMembership:
     def _on_brokers(self, children: list[str]) -> bool:
         if self._stopped:
             return False
-        listener = self.advertised[0].name
+        listener = self.inter_broker_listener
         found: dict[int, tuple[str, int]] = {}
+        endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         for child in children:
             try:
                 reg = zk.decode_broker(self.zk.get(f"{zk.BROKER_IDS}/{child}")[0])
             except NoNodeError:
                 continue  # gone between the listing and the read
-            endpoint = zk.endpoint_for(reg, listener)
+            endpoints[int(child)] = zk.all_endpoints(reg)
+            endpoint = endpoints[int(child)].get(listener)
             if endpoint is not None:
                 found[int(child)] = endpoint
         self.brokers = dict(sorted(found.items()))
+        self.endpoints = endpoints
         self._changed()
         return True
+
+    def live_endpoints(self, listener: str | None) -> list[tuple[int, str, int]]:
+        """(id, host, port) of every live broker on ``listener`` (brokers without it are left
+        out, as Kafka leaves them out of Metadata); None: the inter-broker listener."""
+        if listener is None or listener == self.inter_broker_listener:
+            return [(bid, host, port) for bid, (host, port) in self.brokers.items()]
+        out = []
+        for bid in self.brokers:
+            ep = self.endpoints.get(bid, {}).get(listener)
+            if ep is not None:
+                out.append((bid, ep[0], ep[1]))
+        return out
 
     def _changed(self) -> None:
         self.version += 1

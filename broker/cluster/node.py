@@ -53,6 +53,7 @@ class ClusterNode:
         session_ms = config["zookeeper.session.timeout.ms"]
         self.membership = ZkMembership(config["zookeeper.connect"], self.broker_id, config.advertised_listeners,
                                        session_timeout_ms=session_ms,
+                                       inter_broker_listener=config.inter_broker_listener().name,
                                        connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms,
                                        on_change=self._changed_elsewhere)
         self.metadata: ZkMetadata | None = None

@@ -69,7 +69,7 @@ def encode_broker(advertised: list[Listener], rack: str | None = None, now_ms: i
     plain = next((lst for lst in advertised if lst.name == "PLAINTEXT"), None)
     doc: dict = {
         "features": {},
-        "listener_security_protocol_map": {lst.name: lst.name for lst in advertised},
+        "listener_security_protocol_map": {lst.name: lst.security_protocol for lst in advertised},
         "endpoints": [str(lst) for lst in advertised],
         "jmx_port": -1,
         "port": plain.port if plain else -1,
@@ -95,6 +95,16 @@ def endpoint_for(registration: dict, listener: str) -> tuple[str, int] | None:
             host, _, port = rest.rpartition(":")
             return host.strip("[]"), int(port)
     return None
+
+
+def all_endpoints(registration: dict) -> dict[str, tuple[str, int]]:
+    """listener name -> (host, port) of every endpoint of a registration."""
+    out = {}
+    for ep in registration.get("endpoints", []):
+        name, _, rest = ep.partition("://")
+        host, _, port = rest.rpartition(":")
+        out[name] = (host.strip("[]"), int(port))
+    return out
 
 
 def encode_controller(broker_id: int, now_ms: int | None = None) -> bytes:
