@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .dynamic_keys import BROKER_QUOTA_KEYS, DYNAMIC_ONLY_KEYS
+from .endpoints import EndpointError, Listener, parse_listener, parse_protocol_map
+from .key_types import BROKER_KEY_TYPES
 
 log = logging.getLogger("krait.config")
 
@@ -192,54 +194,6 @@ TOPIC_DEFAULT_SOURCES: dict[str, str] = {
 }
 
 
-# Kafka's ConfigDef type of each key above (DescribeConfigs reports it; a dynamic value is
-# parsed by it). Kafka declares `listeners` and `log.dirs` as STRING, not LIST.
-BROKER_KEY_TYPES: dict[str, str] = {
-    "listeners": "STRING", "advertised.listeners": "STRING", "node.id": "INT", "broker.id": "INT",
-    "log.dirs": "STRING", "log.dir": "STRING", "num.partitions": "INT", "default.replication.factor": "INT",
-    "auto.create.topics.enable": "BOOLEAN", "delete.topic.enable": "BOOLEAN", "message.max.bytes": "INT",
-    "socket.request.max.bytes": "INT", "log.segment.bytes": "INT", "log.roll.ms": "LONG", "log.roll.hours": "INT",
-    "log.roll.jitter.ms": "LONG", "log.roll.jitter.hours": "INT", "log.index.size.max.bytes": "INT",
-    "log.index.interval.bytes": "INT", "log.retention.ms": "LONG", "log.retention.minutes": "INT",
-    "log.retention.hours": "INT", "log.retention.bytes": "LONG", "log.retention.check.interval.ms": "LONG",
-    "log.segment.delete.delay.ms": "LONG", "log.flush.interval.messages": "LONG", "log.flush.interval.ms": "LONG",
-    "log.flush.scheduler.interval.ms": "LONG", "log.flush.offset.checkpoint.interval.ms": "INT",
-    "log.flush.start.offset.checkpoint.interval.ms": "INT", "log.cleanup.policy": "LIST",
-    "log.cleaner.enable": "BOOLEAN", "log.cleaner.backoff.ms": "LONG", "log.cleaner.delete.retention.ms": "LONG",
-    "log.cleaner.min.compaction.lag.ms": "LONG", "log.cleaner.max.compaction.lag.ms": "LONG",
-    "log.cleaner.min.cleanable.ratio": "DOUBLE", "log.message.timestamp.type": "STRING",
-    "log.message.timestamp.before.max.ms": "LONG", "log.message.timestamp.after.max.ms": "LONG",
-    "log.preallocate": "BOOLEAN", "compression.type": "STRING", "min.insync.replicas": "INT",
-    "unclean.leader.election.enable": "BOOLEAN", "offsets.topic.num.partitions": "INT",
-    "offsets.topic.replication.factor": "SHORT", "offsets.topic.segment.bytes": "INT",
-    "offsets.retention.minutes": "INT", "offsets.retention.check.interval.ms": "LONG",
-    "offset.metadata.max.bytes": "INT", "group.min.session.timeout.ms": "INT", "group.max.session.timeout.ms": "INT",
-    "group.initial.rebalance.delay.ms": "INT", "group.max.size": "INT", "max.request.partition.size.limit": "INT", "transactional.id.expiration.ms": "INT",
-    "producer.id.expiration.ms": "INT", "cluster.id": "STRING",
-    "process.roles": "LIST", "controller.quorum.voters": "LIST", "controller.quorum.bootstrap.servers": "LIST",
-    "controller.listener.names": "STRING", "inter.broker.listener.name": "STRING",
-    "listener.security.protocol.map": "STRING", "socket.send.buffer.bytes": "INT",
-    "socket.receive.buffer.bytes": "INT", "transaction.state.log.replication.factor": "SHORT",
-    "transaction.state.log.min.isr": "INT", "share.coordinator.state.topic.replication.factor": "SHORT",
-    "share.coordinator.state.topic.min.isr": "SHORT", "zookeeper.connect": "STRING",
-    "zookeeper.connection.timeout.ms": "INT", "zookeeper.session.timeout.ms": "INT", "group.coordinator.rebalance.protocols": "LIST",
-    "group.consumer.session.timeout.ms": "INT", "group.consumer.min.session.timeout.ms": "INT",
-    "group.consumer.max.session.timeout.ms": "INT", "group.consumer.heartbeat.interval.ms": "INT",
-    "group.consumer.min.heartbeat.interval.ms": "INT", "group.consumer.max.heartbeat.interval.ms": "INT",
-    "group.consumer.max.size": "INT", "group.consumer.assignors": "LIST", "group.consumer.migration.policy": "STRING",
-    "replica.lag.time.max.ms": "LONG", "replica.fetch.max.bytes": "INT", "replica.fetch.response.max.bytes": "INT",
-    "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
-    "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
-    "leader.imbalance.check.interval.seconds": "LONG", "leader.imbalance.per.broker.percentage": "INT", "offsets.commit.timeout.ms": "INT",
-    "transaction.state.log.num.partitions": "INT", "transaction.state.log.segment.bytes": "INT",
-    "transaction.max.timeout.ms": "INT", "transaction.abort.timed.out.transaction.cleanup.interval.ms": "INT",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "INT",
-    "transaction.partition.verification.enable": "BOOLEAN",
-    "security.inter.broker.protocol": "STRING", "connections.max.reauth.ms": "LONG",
-    "connection.failed.authentication.delay.ms": "INT", "sasl.server.max.receive.size": "INT",
-    "authorizer.class.name": "STRING", "super.users": "STRING", "allow.everyone.if.no.acl.found": "BOOLEAN",
-}
-
 _SSL_RECONFIGURABLE = frozenset(k for k in DYNAMIC_ONLY_KEYS if k in (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
@@ -277,51 +231,6 @@ _LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
 class ConfigError(ValueError):
     """An invalid configuration value; start-up stops with this message."""
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-@dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (listener.security.protocol.map)
-    security_protocol: str = "PLAINTEXT"
-
-    def __str__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
-
-
-def parse_protocol_map(entries: list[str]) -> dict[str, str]:
-    """listener.security.protocol.map: ``NAME:PROTOCOL`` pairs, names upper-cased as Kafka's
-    ListenerName.normalised does."""
-    out: dict[str, str] = {}
-    for entry in entries:
-        name, sep, proto = entry.partition(":")
-        name, proto = name.strip().upper(), proto.strip().upper()
-        if not sep or not name or proto not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
-                              f"must be LISTENER_NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
-        out[name] = proto
-    return out
-
-
-# Kafka's SocketServer.uriParseExp: a listener name is [A-Za-z0-9_-]+ (urlsplit refuses '_')
-_LISTENER_URI = re.compile(r"^([a-zA-Z0-9_-]+)://(\[[0-9a-fA-F:.%a-z]*\]|[^:/\[\]]*):(-?\d+)$")
-
-
-def parse_listener(spec: str, key: str = "listeners", protocol_map: Mapping[str, str] | None = None) -> Listener:
-    m = _LISTENER_URI.match(spec.strip())
-    if m is None or not 0 <= int(m.group(3)) <= 65535:
-        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: must look like PLAINTEXT://host:port")
-    name = m.group(1).upper()
-    pmap = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
-    if name not in pmap:
-        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: no security protocol defined for "
-                          f"listener {name} (add it to listener.security.protocol.map)")
-    return Listener(name, m.group(2).strip("[]") or "0.0.0.0", int(m.group(3)), pmap[name])
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -398,12 +307,21 @@ class BrokerConfig:
 
     @property
     def protocol_map(self) -> dict[str, str]:
-        return parse_protocol_map(self.values["listener.security.protocol.map"])
+        try:
+            return parse_protocol_map(self.values["listener.security.protocol.map"])
+        except EndpointError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _parse_listeners(self, key: str) -> list[Listener]:
+        pmap = self.protocol_map
+        try:
+            return [parse_listener(s, key, pmap) for s in self.values[key]]
+        except EndpointError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def listeners(self) -> list[Listener]:
-        pmap = self.protocol_map
-        out = [parse_listener(s, "listeners", pmap) for s in self.values["listeners"]]
+        out = self._parse_listeners("listeners")
         names = [lst.name for lst in out]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup is not None:
@@ -438,7 +356,7 @@ class BrokerConfig:
                 host = lst.host if lst.host not in ("0.0.0.0", "", "::") else "127.0.0.1"
                 out.append(Listener(lst.name, host, lst.port, lst.security_protocol))
             return out
-        return [parse_listener(s, "advertised.listeners", self.protocol_map) for s in adv]
+        return self._parse_listeners("advertised.listeners")
 
     def retention_ms(self) -> int:
         if self.values["log.retention.ms"] is not None:

@@ -16,7 +16,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from ..config import ConfigError, Listener
+from ..config import ConfigError
+from ..endpoints import Listener
 from . import zk_layout as zk
 
 log = logging.getLogger("krait.cluster")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode, KafkaError
 
-from ..config import Listener
+from ..endpoints import Listener
 from .election import PartitionState
 
 BROKER_IDS = "/brokers/ids"

@@ -9,7 +9,8 @@ import ssl
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..config import BrokerConfig, ConfigError, Listener
+from ..config import BrokerConfig, ConfigError
+from ..endpoints import Listener
 from .sasl import ListenerSasl, listener_sasl
 from .tls import server_context
 
