@@ -1,5 +1,6 @@
-"""What the admin commands (``krait topics``, ``krait groups``, ``krait log-dirs``) share:
-argument errors, one-line error output and exit codes.
+"""What the admin commands (``krait topics``, ``krait groups``, ``krait log-dirs``,
+``krait acls``, ``krait configs``) share: argument errors, one-line error output, exit
+codes and the admin connection (secured by ``--command-config`` where a command has it).
 
 A command prints one line on stderr for an error and exits 1, never a traceback: Kafka
 errors as ``NAME: message`` (:func:`broker.tools.errors.describe`), after the prefix its
@@ -17,9 +18,10 @@ from typing import TextIO
 from protocol.errors import KafkaError
 
 from .admin_client import AdminClient
+from .client_security import ClientSecurity
 from .errors import describe
 
-__all__ = ["CommandError", "Parser", "UsageError", "connect_admin", "run"]
+__all__ = ["CommandError", "Parser", "UsageError", "client_security", "connect_admin", "run"]
 
 
 class UsageError(Exception):
@@ -64,6 +66,14 @@ def run(prog: str, prefix: str, build: Callable[[], argparse.ArgumentParser],
         return 1
 
 
+def client_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The security settings of a command's ``--command-config`` (Kafka client properties:
+    security.protocol, ssl.*, sasl.*), None without one."""
+    path = getattr(args, "command_config", None)
+    return ClientSecurity.from_file(path) if path else None
+
+
 def connect_admin(args: argparse.Namespace) -> AdminClient:
-    """The admin client for a command's ``--bootstrap-server`` and ``--timeout``."""
-    return AdminClient(args.bootstrap_server, timeout=args.timeout)
+    """The admin client for a command's ``--bootstrap-server``, ``--timeout`` and (when the
+    command has it) ``--command-config``."""
+    return AdminClient(args.bootstrap_server, timeout=getattr(args, "timeout", 30.0), security=client_security(args))

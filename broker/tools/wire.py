@@ -11,6 +11,15 @@ values with :func:`protocol.build.make` and framed and decoded with
         md = c.request(ApiKey.METADATA, topics=None)          # negotiated version
         r = c.request(ApiKey.FETCH, 4, replica_id=-1, ...)    # a chosen version
 
+Against a secured listener pass a :class:`~broker.tools.client_security.ClientSecurity`
+(built from Kafka client properties): the connection is then wrapped in TLS (certificate
+checked) and, after ApiVersions, authenticated with SaslHandshake + SaslAuthenticate, as
+Kafka's clients do; when the broker gives the session a lifetime the client
+re-authenticates before it ends (between requests, as Kafka's clients do)::
+
+    sec = ClientSecurity.from_file("client.properties")
+    with WireClient("broker1", 9093, security=sec) as c: ...
+
 Requests can be pipelined: :meth:`WireClient.send` several, then :meth:`WireClient.receive`
 the answers in order. Callers that do their own I/O (an asyncio load generator) build
 frames with :func:`encode_request`. Error codes in responses are left to the caller;
@@ -20,8 +29,10 @@ trouble on the client's side (connect, timeout, undecodable answer) raises
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
+import time
 from collections import deque
 from typing import Any
 
@@ -30,6 +41,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 
+from .client_security import ClientSecurity, reauth_delay_ms, run_requests, sasl_requests
 from .errors import ClientError, check
 
 __all__ = ["CLIENT_VERSIONS", "WireClient", "connect", "encode_request", "parse_bootstrap"]
@@ -64,6 +76,16 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    # v0 has no pattern type (literal only): the ACL commands need v1
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 
@@ -100,25 +122,46 @@ class WireClient:
     """
 
     def __init__(self, host: str, port: int, timeout: float = 30.0, client_id: str = "krait",
-                 negotiate: bool = True) -> None:
+                 negotiate: bool = True, security: ClientSecurity | None = None) -> None:
         self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        self.security = security
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        self.sock.settimeout(timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock: socket.socket = sock
+        if security is not None and security.uses_ssl:
+            try:
+                self.sock = security.wrap(sock, host, port)
+            except BaseException:
+                sock.close()
+                raise
         self._cid = 0
         self._in_flight: deque[tuple[int, int, int]] = deque()  # (correlation id, api key, version)
         self._buf = bytearray(1 << 16)
         #: api key -> (lowest, highest) version both sides support
         self.versions: dict[int, tuple[int, int]] = {}
-        if negotiate:
-            try:
+        #: the broker's own ranges, every API it listed (the SASL exchange reads them)
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        #: monotonic time at which to re-authenticate (None: the session does not expire)
+        self._reauth_at: float | None = None
+        try:
+            if negotiate:
                 self._negotiate()
-            except BaseException:
-                self.close()
-                raise
+            if security is not None and security.uses_sasl:
+                self._authenticate()
+        except ClientError as exc:
+            self.close()
+            if "closed by the broker" in exc.message and not (security and security.uses_ssl):
+                # what a TLS listener does to a plaintext hello: say so
+                raise ClientError(f"{exc.message} (if it is an SSL or SASL_SSL listener, set security.protocol "
+                                  "in the client properties)") from None
+            raise
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         try:
@@ -160,6 +203,7 @@ class WireClient:
                 version = max(lo, min(hi, ours))
                 continue
             check(resp.error_code, context="ApiVersions")
+            self.broker_versions = theirs
             for key, (lo, hi) in theirs.items():
                 mine = CLIENT_VERSIONS.get(key)
                 if mine is not None and max(lo, mine[0]) <= min(hi, mine[1]):
@@ -167,11 +211,24 @@ class WireClient:
             return
         raise ClientError(f"{self.host}:{self.port} does not accept any ApiVersions version we know")
 
+    def _authenticate(self) -> None:
+        """SaslHandshake + SaslAuthenticate (Kafka's SaslClientAuthenticator); also the
+        re-authentication of a session the broker gave a lifetime."""
+        assert self.security is not None
+        steps = sasl_requests(self.security, self.broker_versions, f"{self.host}:{self.port}")
+        lifetime = run_requests(steps, lambda key, version, fields: self.request(key, version, **fields))
+        self._reauth_at = None
+        if lifetime > 0:
+            self._reauth_at = time.monotonic() + reauth_delay_ms(lifetime, random.random()) / 1000
+
     # requests
 
     def send(self, api_key: int, version: int | None = None, /, **fields: Any) -> int:
         """Send one request built from ``fields`` without waiting; returns its correlation id.
         Answers come back in order through :meth:`receive`."""
+        if (self._reauth_at is not None and not self._in_flight and time.monotonic() >= self._reauth_at
+                and api_key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)):
+            self._authenticate()
         v = self.version(api_key) if version is None else version
         self._cid = (self._cid + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, v, self._cid, self.client_id, **fields)
@@ -246,12 +303,14 @@ class WireClient:
         return view
 
 
-def connect(bootstrap: str, timeout: float = 30.0, client_id: str = "krait", negotiate: bool = True) -> WireClient:
-    """A connection to the first reachable broker of ``bootstrap`` (``host:port,...``)."""
+def connect(bootstrap: str, timeout: float = 30.0, client_id: str = "krait", negotiate: bool = True,
+            security: ClientSecurity | None = None) -> WireClient:
+    """A connection to the first reachable broker of ``bootstrap`` (``host:port,...``).
+    A refused authentication is not retried on the next broker: it is an answer."""
     errors = []
     for host, port in parse_bootstrap(bootstrap):
         try:
-            return WireClient(host, port, timeout, client_id, negotiate)
+            return WireClient(host, port, timeout, client_id, negotiate, security)
         except ClientError as exc:
             errors.append(exc.message)
     raise ClientError("; ".join(errors))

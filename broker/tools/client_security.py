@@ -1,0 +1,644 @@
+"""The client side of Kafka's security: Kafka client properties (the ``--command-config``
+file of kafka-acls.sh / kafka-configs.sh, or a producer's properties) turned into a TLS
+context and a SASL exchange.
+
+Owns:
+
+- :func:`read_client_properties` / :func:`parse_properties`: Java's ``.properties`` format
+  as ``java.util.Properties.load`` reads it (escapes, ``\\`` continuations, ``key value``),
+  so that inline PEM certificates and JAAS lines read as Kafka reads them;
+- :class:`ClientSecurity`: ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT,
+  SASL_SSL), the ``ssl.*`` keys (PEM trust and key stores, from files or inline; PKCS12
+  when the ``cryptography`` package is there), ``ssl.endpoint.identification.algorithm``
+  (``https``, Kafka's default, checks the host name; empty turns the check off), and
+  ``sasl.mechanism`` with ``sasl.jaas.config`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512);
+- the SASL exchange of Kafka's SaslClientAuthenticator: SaslHandshake v1, then
+  SaslAuthenticate frames (v0-2) carrying the mechanism's tokens; SCRAM through
+  ``scramp``. The exchange is written once, as a generator of requests
+  (:func:`sasl_requests`), and driven by the blocking wire client
+  (:class:`broker.tools.wire.WireClient`) and by :func:`open_secure_connection`, the
+  asyncio path for the broker's own outgoing connections.
+
+Errors name the problem: a refused login is a ``SASL_AUTHENTICATION_FAILED``
+:class:`~protocol.errors.KafkaError` carrying the broker's message; a certificate the
+client does not trust, a bad property or an unreachable broker is a
+:class:`~broker.tools.errors.ClientError`. Passwords never appear in a message or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import re
+import socket
+import ssl
+import struct
+import tempfile
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol import apis, framing
+from protocol.apis import ApiKey
+from protocol.build import make
+from protocol.errors import ErrorCode, ProtocolError
+
+from .errors import ClientError, kafka_error
+
+__all__ = [
+    "SASL_MECHANISMS",
+    "SECURITY_PROTOCOLS",
+    "ClientSecurity",
+    "JaasEntry",
+    "SaslMechanismClient",
+    "build_ssl_context",
+    "normalize_pem",
+    "open_secure_connection",
+    "parse_jaas_config",
+    "parse_properties",
+    "read_client_properties",
+    "reauth_delay_ms",
+    "run_requests",
+    "sasl_authenticate_async",
+    "sasl_requests",
+    "ssl_error",
+]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+# --- properties --------------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 >= len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
+            out.append(chr(int(text[i + 2:i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    """One logical line -> (key, value): the key ends at the first unescaped ``=``, ``:``
+    or blank; then blanks and at most one ``=`` / ``:`` separate it from the value."""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    j = i
+    while j < len(line) and line[j] in " \t\f":
+        j += 1
+    if j < len(line) and line[j] in "=:":
+        j += 1
+        while j < len(line) and line[j] in " \t\f":
+            j += 1
+    return _unescape(key), _unescape(line[j:])
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` text -> dict, as ``java.util.Properties.load`` reads it."""
+    props: dict[str, str] = {}
+    logical = ""
+    continuing = False
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not continuing and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd number of backslashes continues the line
+            logical += line[:-1]
+            continuing = True
+            continue
+        logical += line
+        continuing = False
+        key, value = _split_entry(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_entry(logical)
+        props[key] = value
+    return props
+
+
+def read_client_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A client properties file (``--command-config``) -> dict."""
+    try:
+        return parse_properties(Path(path).read_text())
+    except OSError as exc:
+        raise ClientError(f"cannot read client properties {path}: {exc.strerror or exc}") from None
+
+
+# --- JAAS ----------------------------------------------------------------------------------
+
+_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([=;])|([^\s=;"]+))', re.S)
+
+
+@dataclass(frozen=True)
+class JaasEntry:
+    """One login module line of a ``sasl.jaas.config`` value."""
+
+    login_module: str
+    control_flag: str
+    options: dict[str, str] = field(repr=False)
+
+    @property
+    def short_name(self) -> str:
+        return self.login_module.rsplit(".", 1)[-1]
+
+
+def parse_jaas_config(value: str) -> list[JaasEntry]:
+    """Kafka's JaasConfig grammar: ``<LoginModule> <flag> (<name>=<value>)* ;`` repeated;
+    values quoted (``"a b"``) or bare. Messages never quote a value (it may be a password)."""
+    tokens: list[tuple[str, str]] = []  # (kind, text): kind q(uoted) / p(unct) / w(ord)
+    pos = 0
+    text = value.strip()
+    while pos < len(text):
+        m = _JAAS_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ClientError(f"sasl.jaas.config: unexpected character at position {pos}")
+        pos = m.end()
+        if m.group(1) is not None:
+            tokens.append(("q", re.sub(r"\\(.)", r"\1", m.group(1))))
+        elif m.group(2) is not None:
+            tokens.append(("p", m.group(2)))
+        elif m.group(3) is not None:
+            tokens.append(("w", m.group(3)))
+    entries: list[JaasEntry] = []
+    i = 0
+    while i < len(tokens):
+        if i + 1 >= len(tokens) or tokens[i][0] != "w" or tokens[i + 1][0] != "w":
+            raise ClientError("sasl.jaas.config: expected '<LoginModule> <flag> name=\"value\" ... ;'")
+        module, flag = tokens[i][1], tokens[i + 1][1]
+        if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
+            raise ClientError(f"sasl.jaas.config: invalid control flag {flag!r} for {module}")
+        i += 2
+        options: dict[str, str] = {}
+        while i < len(tokens) and tokens[i] != ("p", ";"):
+            if (i + 2 >= len(tokens) or tokens[i][0] == "p" or tokens[i + 1] != ("p", "=")
+                    or tokens[i + 2][0] == "p"):
+                raise ClientError(f"sasl.jaas.config: expected name=value options after {module} {flag}")
+            options[tokens[i][1]] = tokens[i + 2][1]
+            i += 3
+        if i >= len(tokens):
+            raise ClientError("sasl.jaas.config: the login module line must end with ';'")
+        i += 1
+        entries.append(JaasEntry(module, flag.lower(), options))
+    if not entries:
+        raise ClientError("sasl.jaas.config is empty")
+    return entries
+
+
+# --- TLS -------------------------------------------------------------------------------------
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> str:
+    """PEM blocks re-wrapped: Kafka's inline ``ssl.*`` values are often one line (a
+    ``\\``-continued property), which OpenSSL does not read; as Kafka's PemStore, take the
+    base64 between the markers and ignore the blanks."""
+    blocks = []
+    for m in _PEM_BLOCK.finditer(text):
+        label, body = m.group(1), re.sub(r"\s+", "", m.group(2))
+        if "Proc-Type" in m.group(2):  # a legacy encrypted key has headers: keep its lines
+            blocks.append(m.group(0).strip())
+            continue
+        lines = [body[k:k + 64] for k in range(0, len(body), 64)]
+        blocks.append("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]))
+    if not blocks:
+        raise ClientError("no PEM block (-----BEGIN ...-----) found")
+    return "\n".join(blocks) + "\n"
+
+
+def _read_file(path: str, key: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ClientError(f"cannot read {key} {path}: {exc.strerror or exc}") from None
+
+
+def _store_type(props: Mapping[str, str], key: str, location: str | None) -> str:
+    """The store's type: as set, else PEM when the file is PEM (Kafka's default JKS is a
+    Java format no one points a Python client at), else JKS (refused below)."""
+    kind = (props.get(key) or "").strip().upper()
+    if kind:
+        return kind
+    if location and b"-----BEGIN" in _read_file(location, key.replace(".type", ".location"))[:65536]:
+        return "PEM"
+    return "JKS" if location else "PEM"
+
+
+def _pkcs12(data: bytes, password: str | None, key: str) -> tuple[bytes, bytes, list[bytes]]:
+    """(key PEM, certificate PEM, CA certificate PEMs) of a PKCS12 store, through the
+    ``cryptography`` package when it is installed."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError:
+        raise ClientError(f"{key}=PKCS12 needs the 'cryptography' package; or use PEM") from None
+    try:
+        pkey, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise ClientError(f"cannot read the PKCS12 store of {key}: {exc}") from None
+    pem = serialization.Encoding.PEM
+    key_pem = b"" if pkey is None else pkey.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                           serialization.NoEncryption())
+    cert_pem = b"" if cert is None else cert.public_bytes(pem)
+    return key_pem, cert_pem, [c.public_bytes(pem) for c in extra or ()]
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, pem: bytes, password: str | None, what: str) -> None:
+    """load_cert_chain reads files only: write the PEM to a private temporary file."""
+    fd, path = tempfile.mkstemp(prefix="krait-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path, password=password)
+    except ssl.SSLError as exc:
+        raise ClientError(f"cannot load the client key and certificate ({what}): {exc.reason or exc}") from None
+    finally:
+        os.unlink(path)
+
+
+_TLS_VERSIONS = {"TLSV1": ssl.TLSVersion.TLSv1, "TLSV1.1": ssl.TLSVersion.TLSv1_1,
+                 "TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def build_ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """The client's TLS context from Kafka's ``ssl.*`` client properties."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    algorithm = (props.get("ssl.endpoint.identification.algorithm", "https") or "").strip()
+    if algorithm.lower() not in ("https", ""):
+        raise ClientError(f"ssl.endpoint.identification.algorithm={algorithm!r}: only 'https' or empty are known")
+    ctx.check_hostname = algorithm.lower() == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+
+    protocols = [p.strip().upper() for p in (props.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",")
+                 if p.strip()]
+    unknown = [p for p in protocols if p not in _TLS_VERSIONS]
+    if unknown or not protocols:
+        raise ClientError(f"ssl.enabled.protocols: unknown protocol(s) {', '.join(unknown) or '(none)'}")
+    ctx.minimum_version = min((_TLS_VERSIONS[p] for p in protocols), key=lambda v: v.value)
+    ctx.maximum_version = max((_TLS_VERSIONS[p] for p in protocols), key=lambda v: v.value)
+
+    # trust: the PEM file or inline certificates, else the system's CAs (as the JVM's default store)
+    location = (props.get("ssl.truststore.location") or "").strip() or None
+    inline = (props.get("ssl.truststore.certificates") or "").strip() or None
+    kind = _store_type(props, "ssl.truststore.type", location)
+    try:
+        if inline:
+            if kind != "PEM":
+                raise ClientError("ssl.truststore.certificates needs ssl.truststore.type=PEM")
+            ctx.load_verify_locations(cadata=normalize_pem(inline))
+        elif location and kind == "PEM":
+            ctx.load_verify_locations(cadata=normalize_pem(_read_file(location, "ssl.truststore.location")
+                                                           .decode("ascii", "replace")))
+        elif location and kind == "PKCS12":
+            _, cert, extra = _pkcs12(_read_file(location, "ssl.truststore.location"),
+                                     props.get("ssl.truststore.password"), "ssl.truststore.type")
+            ctx.load_verify_locations(cadata=b"".join([cert, *extra]).decode())
+        elif location:
+            raise ClientError(f"ssl.truststore.type={kind} is not supported: use PEM (or PKCS12)")
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    except ssl.SSLError as exc:
+        raise ClientError(f"cannot load the trusted certificates: {exc.reason or exc}") from None
+
+    # the client's own certificate (for ssl.client.auth on the broker)
+    key_password = props.get("ssl.key.password") or None
+    location = (props.get("ssl.keystore.location") or "").strip() or None
+    chain = (props.get("ssl.keystore.certificate.chain") or "").strip() or None
+    key = (props.get("ssl.keystore.key") or "").strip() or None
+    kind = _store_type(props, "ssl.keystore.type", location)
+    if chain or key:
+        if not (chain and key):
+            raise ClientError("ssl.keystore.certificate.chain and ssl.keystore.key go together")
+        if kind != "PEM":
+            raise ClientError("ssl.keystore.certificate.chain / ssl.keystore.key need ssl.keystore.type=PEM")
+        _load_cert_chain(ctx, (normalize_pem(key) + normalize_pem(chain)).encode(), key_password,
+                         "ssl.keystore.key")
+    elif location and kind == "PEM":
+        pem = normalize_pem(_read_file(location, "ssl.keystore.location").decode("ascii", "replace"))
+        _load_cert_chain(ctx, pem.encode(), key_password, location)
+    elif location and kind == "PKCS12":
+        store_password = props.get("ssl.keystore.password")
+        key_pem, cert, extra = _pkcs12(_read_file(location, "ssl.keystore.location"), store_password,
+                                       "ssl.keystore.type")
+        _load_cert_chain(ctx, b"".join([key_pem, cert, *extra]), None, location)
+    elif location:
+        raise ClientError(f"ssl.keystore.type={kind} is not supported: use PEM (or PKCS12)")
+    return ctx
+
+
+def ssl_error(exc: ssl.SSLError, where: str) -> ClientError:
+    """A failed handshake, named: ``certificate verify failed: <why>`` when the broker's
+    certificate is not trusted (or not for this host)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or str(exc)
+        return ClientError(f"SSL handshake with {where} failed: certificate verify failed: {why}")
+    return ClientError(f"SSL handshake with {where} failed: {exc.reason or exc}")
+
+
+# --- the client's security settings ---------------------------------------------------------
+
+
+@dataclass
+class ClientSecurity:
+    """What a client needs to reach a secured listener: the protocol, the TLS context and
+    the SASL mechanism with its credentials."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def check_hostname(self) -> bool:
+        return bool(self.ssl_context and self.ssl_context.check_hostname)
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> ClientSecurity:
+        """Parse Kafka client properties; keys that are not about security are ignored."""
+        protocol = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ClientError(f"security.protocol={protocol}: expected one of {', '.join(SECURITY_PROTOCOLS)}")
+        out = cls(protocol)
+        if out.uses_ssl:
+            out.ssl_context = build_ssl_context(props)
+        if out.uses_sasl:
+            mechanism = (props.get("sasl.mechanism") or "GSSAPI").strip().upper()
+            if mechanism not in SASL_MECHANISMS:
+                raise ClientError(f"sasl.mechanism={mechanism} is not supported: use one of "
+                                  f"{', '.join(SASL_MECHANISMS)}")
+            jaas = (props.get("sasl.jaas.config") or "").strip()
+            if not jaas:
+                raise ClientError(f"security.protocol={protocol} needs sasl.jaas.config with the username and "
+                                  "password (e.g. org.apache.kafka.common.security.scram.ScramLoginModule "
+                                  "required username=\"alice\" password=\"...\";)")
+            entry = parse_jaas_config(jaas)[0]
+            username, password = entry.options.get("username"), entry.options.get("password")
+            if username is None or password is None:
+                raise ClientError(f"sasl.jaas.config: {entry.short_name} needs username=\"...\" and password=\"...\"")
+            out.sasl_mechanism, out.username, out.password = mechanism, username, password
+        return out
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ClientSecurity:
+        return cls.from_props(read_client_properties(path))
+
+    def wrap(self, sock: socket.socket, host: str, port: int) -> ssl.SSLSocket:
+        """TLS over a connected blocking socket, the handshake done; trouble is a ClientError."""
+        assert self.ssl_context is not None
+        try:
+            return self.ssl_context.wrap_socket(sock, server_hostname=host)
+        except ssl.SSLError as exc:
+            raise ssl_error(exc, f"{host}:{port}") from None
+        except OSError as exc:  # the broker closed the connection during the handshake
+            raise ClientError(f"SSL handshake with {host}:{port} failed: {exc.strerror or exc}") from None
+
+
+# --- SASL --------------------------------------------------------------------------------
+
+
+class SaslMechanismClient:
+    """The client half of one mechanism: :meth:`initial` is the first token,
+    :meth:`evaluate` answers each server token, :attr:`complete` says the client is done
+    (Kafka's SaslClient.evaluateChallenge / isComplete)."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self.complete = False
+        self._username = username
+        self._password = password
+        self._scram: Any = None
+        self._step = 0
+
+    def initial(self) -> bytes:
+        if self.mechanism == "PLAIN":
+            # RFC 4616: authzid NUL authcid NUL passwd; Kafka's clients leave authzid empty
+            return b"\0" + self._username.encode() + b"\0" + self._password.encode()
+        import scramp
+
+        try:
+            self._scram = scramp.ScramClient([self.mechanism], self._username, self._password)
+            return self._scram.get_client_first().encode()
+        except scramp.ScramException as exc:
+            raise ClientError(f"{self.mechanism}: {exc}") from None
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        """The answer to the server's token, or None once the exchange is complete."""
+        if self.mechanism == "PLAIN":
+            self.complete = True
+            return None
+        import scramp
+
+        try:
+            text = challenge.decode()
+            if self._step == 0:
+                self._step = 1
+                self._scram.set_server_first(text)
+                return self._scram.get_client_final().encode()
+            self._scram.set_server_final(text)  # checks the server's signature
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise kafka_error(ErrorCode.sasl_authentication_failed,
+                              f"{self.mechanism} exchange failed: {exc}") from None
+        self.complete = True
+        return None
+
+
+#: a request the driver must send: (api key, version, fields)
+Request = tuple[int, int, dict[str, Any]]
+
+
+def sasl_requests(security: ClientSecurity, versions: Mapping[int, tuple[int, int]], where: str,
+                  ) -> Generator[Request, Any, int]:
+    """Kafka's SaslClientAuthenticator as a generator: yields each request, is sent each
+    decoded response, returns the session lifetime in ms (0: none). ``versions`` are the
+    broker's ApiVersions ranges (empty: assume SaslHandshake v1 and SaslAuthenticate v1)."""
+    assert security.sasl_mechanism and security.username is not None and security.password is not None
+    mechanism = security.sasl_mechanism
+    if versions and ApiKey.SASL_HANDSHAKE not in versions:
+        raise ClientError(f"{where} does not offer SASL (no SaslHandshake in its ApiVersions)")
+    handshake_v = min(1, versions.get(ApiKey.SASL_HANDSHAKE, (0, 1))[1])
+    if handshake_v < 1:
+        raise ClientError(f"{where} only knows SaslHandshake v0 (raw SASL tokens), which this client does not speak")
+    resp = yield (ApiKey.SASL_HANDSHAKE, handshake_v, {"mechanism": mechanism})
+    code = int(resp.error_code)
+    if code == ErrorCode.unsupported_sasl_mechanism:
+        enabled = ", ".join(str(m) for m in resp.mechanisms)
+        raise kafka_error(code, f"Client SASL mechanism '{mechanism}' not enabled in the server, enabled "
+                                f"mechanisms are [{enabled}]", context=where)
+    if code == ErrorCode.illegal_sasl_state:
+        raise kafka_error(code, context=f"SaslHandshake at {where} (is it a SASL listener?)")
+    if code:
+        raise kafka_error(code, context=f"SaslHandshake at {where}")
+    if ApiKey.SASL_AUTHENTICATE not in versions and versions:
+        raise ClientError(f"{where} does not support SaslAuthenticate")
+    auth_v = min(2, versions.get(ApiKey.SASL_AUTHENTICATE, (0, 1))[1])
+    client = SaslMechanismClient(mechanism, security.username, security.password)
+    token: bytes | None = client.initial()
+    lifetime = 0
+    while token is not None:
+        resp = yield (ApiKey.SASL_AUTHENTICATE, auth_v, {"auth_bytes": token})
+        code = int(resp.error_code)
+        if code:
+            raise kafka_error(code, resp.error_message, context=f"authentication of {security.username!r} "
+                                                                f"({mechanism}) at {where} failed")
+        lifetime = _millis(getattr(resp, "session_lifetime", 0))
+        token = client.evaluate(bytes(resp.auth_bytes or b""))
+    return lifetime
+
+
+def _millis(value: Any) -> int:
+    """kio gives int64 millisecond fields as timedelta."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value or 0)
+
+
+def run_requests(steps: Generator[Request, Any, Any], request: Callable[[int, int, dict[str, Any]], Any]) -> Any:
+    """Drive a request generator with a blocking ``request(api_key, version, fields)``."""
+    try:
+        req = next(steps)
+        while True:
+            req = steps.send(request(*req))
+    except StopIteration as stop:
+        return stop.value
+
+
+def reauth_delay_ms(lifetime_ms: int, fraction: float) -> float:
+    """When to re-authenticate: Kafka's client picks a random point between 85 % and 95 %
+    of the session lifetime (``fraction`` in [0, 1] chooses it)."""
+    return lifetime_ms * (0.85 + 0.10 * fraction)
+
+
+# --- asyncio -----------------------------------------------------------------------------
+
+
+class _AsyncChannel:
+    """Request/response over asyncio streams for the connection set-up only."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str,
+                 timeout: float, where: str) -> None:
+        self.reader, self.writer, self.client_id, self.timeout, self.where = reader, writer, client_id, timeout, where
+        self._cid = 0
+
+    async def request(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        self._cid += 1
+        frame = framing.encode_request(api_key, version, self._cid, make(apis.request_type(api_key, version), **fields),
+                                       client_id=self.client_id)
+        try:
+            self.writer.write(frame)
+            await self.writer.drain()
+            (size,) = _SIZE.unpack(await asyncio.wait_for(self.reader.readexactly(4), self.timeout))
+            if size < 4 or size > 1 << 24:
+                raise ClientError(f"bad response size {size} from {self.where}")
+            body = await asyncio.wait_for(self.reader.readexactly(size), self.timeout)
+        except asyncio.IncompleteReadError:
+            raise ClientError(f"connection to {self.where} closed by the broker "
+                              f"({apis.api_name(api_key)} v{version})") from None
+        except TimeoutError:
+            raise ClientError(f"timed out after {self.timeout:g}s waiting for {self.where}") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise ClientError(f"connection to {self.where} failed: {exc}") from None
+        decode_version = version
+        if api_key == ApiKey.API_VERSIONS and len(body) >= 6 and \
+                _I16.unpack_from(body, 4)[0] == ErrorCode.unsupported_version:
+            decode_version = 0  # the broker answers an unknown ApiVersions version in v0
+        try:
+            cid, obj = framing.decode_response(api_key, decode_version, body)
+        except ProtocolError as exc:
+            raise ClientError(f"cannot decode {apis.api_name(api_key)} v{version} from {self.where}: {exc}") from None
+        if cid != self._cid:
+            raise ClientError(f"correlation id mismatch from {self.where}: sent {self._cid}, got {cid}")
+        return obj
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        resp = await self.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "krait",
+                                                           "client_software_version": "0.1.0"})
+        if int(resp.error_code) == ErrorCode.unsupported_version:
+            resp = await self.request(ApiKey.API_VERSIONS, 0, {})
+        if int(resp.error_code):
+            raise kafka_error(resp.error_code, context=f"ApiVersions at {self.where}")
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+
+
+async def sasl_authenticate_async(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                  security: ClientSecurity, where: str,
+                                  versions: Mapping[int, tuple[int, int]] | None = None,
+                                  client_id: str = "krait", timeout: float = 30.0) -> int:
+    """The SASL exchange on an open asyncio connection (also a re-authentication: pass the
+    ``versions`` already known, no ApiVersions is sent then). Returns the session lifetime
+    in ms (0: none)."""
+    channel = _AsyncChannel(reader, writer, client_id, timeout, where)
+    if versions is None:
+        versions = await channel.api_versions()
+    steps = sasl_requests(security, versions, where)
+    try:
+        req = next(steps)
+        while True:
+            req = steps.send(await channel.request(*req))
+    except StopIteration as stop:
+        return int(stop.value)
+
+
+async def open_secure_connection(host: str, port: int, props: Mapping[str, str] | ClientSecurity, *,
+                                 client_id: str = "krait", timeout: float = 30.0,
+                                 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An asyncio connection to ``host:port`` ready for Kafka requests: TLS when the
+    protocol says so (the certificate checked), then ApiVersions and the SASL exchange when
+    it says SASL. Errors close the connection and raise ClientError / KafkaError."""
+    security = props if isinstance(props, ClientSecurity) else ClientSecurity.from_props(props)
+    where = f"{host}:{port}"
+    ctx = security.ssl_context if security.uses_ssl else None
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=ctx, server_hostname=host if ctx else None), timeout)
+    except ssl.SSLError as exc:
+        raise ssl_error(exc, where) from None
+    except TimeoutError:
+        raise ClientError(f"timed out after {timeout:g}s connecting to {where}") from None
+    except OSError as exc:
+        raise ClientError(f"cannot connect to {where}: {exc.strerror or exc}") from None
+    if security.uses_sasl:
+        try:
+            await sasl_authenticate_async(reader, writer, security, where, client_id=client_id, timeout=timeout)
+        except BaseException:
+            writer.close()
+            raise
+    return reader, writer
+
