@@ -14,6 +14,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 0))
 def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.version)
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.ALTER):
+        # ALTER on the cluster; AlterPartitionReassignmentsRequest.getErrorResponse
+        code, message = ErrorCode.cluster_authorization_failed, access.UNAUTHORIZED_CLUSTER_MESSAGE
+        return make(rtype, throttle_time=0, error_code=code, error_message=message, responses=[
+            dict(name=t.name, partitions=[dict(partition_index=p.partition_index, error_code=code,
+                                               error_message=message) for p in t.partitions]) for t in req.topics])
     if broker.cluster is not None and not broker.cluster.is_controller():
         return make(rtype, throttle_time=0, error_code=ErrorCode.not_controller,
                     error_message="This is not the correct controller for this cluster.", responses=[])

@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
+from protocol.errors import ErrorCode
 
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -18,6 +21,13 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(1, 2))
 def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.ALTER):
+        # KafkaApis.handleAlterReplicaLogDirsRequest: ALTER on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        return make(apis.response_type(ApiKey.ALTER_REPLICA_LOG_DIRS, ctx.version), throttle_time=0,
+                    results=[dict(topic_name=t.name, partitions=[dict(partition_index=p, error_code=code)
+                                                                 for p in t.partitions])
+                             for d in req.dirs for t in d.topics])
     # Kafka builds a map: a partition named under two dirs goes to the last one
     wanted: dict[tuple[str, int], str] = {}
     for d in req.dirs:

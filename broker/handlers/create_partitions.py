@@ -10,6 +10,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -20,8 +22,17 @@ if TYPE_CHECKING:
 @handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
+    allowed = None
+    if broker.authorizer is not None:
+        allowed = access.authorized_names(broker, ctx, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         entry = dict(name=t.name, error_code=ErrorCode.none, error_message=None)
+        if allowed is not None and t.name not in allowed:
+            # KafkaApis.handleCreatePartitionsRequest: ALTER on the topic
+            entry.update(error_code=ErrorCode.topic_authorization_failed,
+                         error_message="The topic authorization is failed.")
+            results.append(entry)
+            continue
         try:
             broker.topics.check_assignments(t.assignments or ())
             broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)

@@ -9,6 +9,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security import access
 from ..security.operations import ResourceType, authorized_operations
 from . import handles
 
@@ -24,4 +25,6 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 error_code=ErrorCode.none, error_message=None, endpoint_type=1, cluster_id=broker.registry.cluster_id,
                 controller_id=broker.controller_id(), brokers=brokers,
                 cluster_authorized_operations=authorized_operations(
-                    ResourceType.CLUSTER, bool(req.include_cluster_authorized_operations)))
+                    ResourceType.CLUSTER, bool(req.include_cluster_authorized_operations))
+                if broker.authorizer is None else
+                access.cluster_operations_bits(broker, ctx, bool(req.include_cluster_authorized_operations)))

@@ -9,6 +9,8 @@ from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
 
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -18,4 +20,19 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
 def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    return make(apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version), throttle_time=0, results=broker.configs.describe(req))
+    rtype = apis.response_type(ApiKey.DESCRIBE_CONFIGS, ctx.version)
+    if broker.authorizer is None:
+        return make(rtype, throttle_time=0, results=broker.configs.describe(req))
+    # ConfigHelper: DESCRIBE_CONFIGS on each resource; the refused ones are answered last
+    refused = []
+    kept = []
+    for r in req.resources:
+        code = access.config_resource_denied(broker, ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
+                                             r.resource_name)
+        if code is None:
+            kept.append(r)
+        else:
+            refused.append(dict(error_code=code, error_message=access.default_message(code),
+                                resource_type=r.resource_type, resource_name=r.resource_name, configs=[]))
+    results = broker.configs.describe(access.replace(req, resources=tuple(kept))) if kept else []
+    return make(rtype, throttle_time=0, results=results + refused)

@@ -11,6 +11,9 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
+from ..topics import topic_name_error
 from . import handles
 
 if TYPE_CHECKING:
@@ -31,6 +34,19 @@ def _partition(broker: Broker, topic: str, index: int) -> dict:
 
 @handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
 def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if broker.authorizer is not None:
+        return make(apis.response_type(ApiKey.DESCRIBE_PRODUCERS, ctx.version), throttle_time=0,
+                    topics=[_topic_authorized(broker, ctx, t) for t in req.topics])
     topics = [dict(name=t.name, partitions=[_partition(broker, t.name, i) for i in t.partition_indexes])
               for t in req.topics]
     return make(apis.response_type(ApiKey.DESCRIBE_PRODUCERS, ctx.version), throttle_time=0, topics=topics)
+
+
+def _topic_authorized(broker: Broker, ctx: RequestContext, t: Any) -> dict:
+    """KafkaApis.handleDescribeProducersRequest: a valid topic name, then READ on the topic."""
+    if not topic_name_error(t.name) and not access.authorize(broker, ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
+        code = ErrorCode.topic_authorization_failed
+        return dict(name=t.name, partitions=[dict(partition_index=i, error_code=code,
+                                                  error_message=access.default_message(code), active_producers=[])
+                                             for i in t.partition_indexes])
+    return dict(name=t.name, partitions=[_partition(broker, t.name, i) for i in t.partition_indexes])

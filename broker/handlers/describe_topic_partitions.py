@@ -26,7 +26,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..security.operations import ResourceType, authorized_operations
+from ..security import access
+from ..security.operations import AclOperation, ResourceType, authorized_operations
 from ..topics import INTERNAL_TOPICS, topic_name_error
 from . import handles
 from .metadata import partition_entry
@@ -58,6 +59,15 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
     limit = broker.config["max.request.partition.size.limit"]
     remaining = max(min(limit, req.response_partition_limit), 1)
     ops = authorized_operations(ResourceType.TOPIC)
+    refused: list[dict] = []
+    if broker.authorizer is not None:
+        # DescribeTopicPartitionsRequestHandler: topics the caller may not DESCRIBE are
+        # skipped, and answered TOPIC_AUTHORIZATION_FAILED after the others when named
+        allowed = access.authorized_names(broker, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+        if not fetch_all:
+            refused = [dict(error_code=ErrorCode.topic_authorization_failed, name=n, topic_id=_ZERO_UUID,
+                            is_internal=False, partitions=[]) for n in topics if n not in allowed]
+        topics = [n for n in topics if n in allowed]
     out: list[dict] = []
     next_cursor = None
     for name in topics:
@@ -71,17 +81,23 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
                 error = ErrorCode.invalid_topic_exception if topic_name_error(name) else \
                     ErrorCode.unknown_topic_or_partition
                 out.append(dict(error_code=error, name=name, topic_id=_ZERO_UUID, is_internal=name in INTERNAL_TOPICS,
-                                partitions=[], topic_authorized_operations=ops))
+                                partitions=[], topic_authorized_operations=_ops(broker, ctx, name, ops)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(info.partitions, start + remaining)
         out.append(dict(
             error_code=ErrorCode.none, name=name, topic_id=info.topic_id, is_internal=info.internal,
-            topic_authorized_operations=ops,
+            topic_authorized_operations=_ops(broker, ctx, name, ops),
             partitions=[dict(partition_entry(broker, name, p), eligible_leader_replicas=(), last_known_elr=())
                         for p in range(start, upper)]))
         if upper < info.partitions:
             next_cursor = dict(topic_name=name, partition_index=upper)
             break
         remaining -= max(upper - start, 0)
-    return _response(ctx, out, next_cursor)
+    return _response(ctx, out + refused, next_cursor)
+
+
+def _ops(broker: Broker, ctx: RequestContext, name: str, default: int) -> int:
+    if broker.authorizer is None:
+        return default
+    return access.authorized_operations_bits(broker, ctx, ResourceType.TOPIC, name)

@@ -14,6 +14,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -38,6 +40,12 @@ def _partition(broker: Broker, topic: str, partition: int) -> dict:
 @handles(ApiKey.ELECT_LEADERS, versions=(0, 2))
 def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.ELECT_LEADERS, ctx.version)
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.ALTER):
+        # KafkaApis.handleElectLeaders: ALTER on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        results = [dict(topic=t.topic, partition_result=[dict(partition_id=p, error_code=code, error_message=None)
+                                                         for p in t.partitions]) for t in req.topic_partitions or ()]
+        return make(rtype, throttle_time=0, error_code=code, replica_election_results=results)
     election = getattr(req, "election_type", PREFERRED)
     if election not in (PREFERRED, UNCLEAN):
         return make(rtype, throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])

@@ -13,6 +13,11 @@ wakes when it moves: a marker append or a high watermark move notifies the parti
 
 Fetch sessions (KIP-227) are declined by answering session id 0, which every client
 handles by sending full fetch requests.
+
+With an authorizer (KafkaApis.handleFetchRequest): a consumer needs READ on each topic,
+a follower CLUSTER_ACTION on the cluster; refused partitions answer
+TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not. Decided once per request,
+not again on each long-poll pass.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_response
 
 from ..replica_manager import READ_COMMITTED
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -40,8 +47,14 @@ def _replica_id(req, version: int) -> int:
     return getattr(req, "replica_id", -1)
 
 
-def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (topics, bytes read, any error, keys)."""
+#: ``denied`` value refusing every topic (a follower without CLUSTER_ACTION)
+_ALL_DENIED = frozenset({None})
+
+
+def _read_all(broker: Broker, req, version: int,
+              denied: frozenset | set | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (topics, bytes read, any error, keys).
+    ``denied``: topic names the caller may not fetch (or ``_ALL_DENIED``)."""
     reg = broker.registry
     replicas = broker.replicas
     replication = broker.replication
@@ -69,6 +82,8 @@ def _read_all(broker: Broker, req, version: int) -> tuple[list[FetchTopic], int,
             fp = FetchPartition(p.partition, records=b"")
             ft.partitions.append(fp)
             try:
+                if denied and (info is not None or version < 13) and (denied is _ALL_DENIED or name in denied):
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 if info is None:
                     raise KafkaError(ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition)
                 keys.append((name, p.partition))
@@ -133,17 +148,32 @@ def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if getattr(req, "session_id", 0) != 0 and getattr(req, "session_epoch", -1) > 0:
         chunks, _ = encode_fetch_response(version, correlation_id, [], error_code=ErrorCode.fetch_session_id_not_found)
         return chunks
-    topics, total, any_error, keys = _read_all(broker, req, version)
+    denied = None if broker.authorizer is None else _denied(broker, ctx, req, version)
+    topics, total, any_error, keys = _read_all(broker, req, version, denied)
     max_wait = req.max_wait.total_seconds()
     if total >= req.min_bytes or max_wait <= 0 or any_error or not keys:
         return encode_fetch_response(version, correlation_id, topics)[0]
-    return _long_poll(broker, req, version, correlation_id, max_wait, keys)
+    return _long_poll(broker, req, version, correlation_id, max_wait, keys, denied)
 
 
-async def _long_poll(broker: Broker, req, version, correlation_id, max_wait, keys):
+def _denied(broker: Broker, ctx: RequestContext, req, version: int) -> frozenset | set:
+    """The topics this fetch may not read: all of them for a follower without
+    CLUSTER_ACTION, else those without READ."""
+    if broker.replication is not None and _replica_id(req, version) >= 0:
+        return frozenset() if access.authorize_cluster(broker, ctx, AclOperation.CLUSTER_ACTION) else _ALL_DENIED
+    if version >= 13:
+        by_id = broker.registry.by_id
+        names = [info.name for t in req.topics if (info := by_id.get(t.topic_id)) is not None]
+    else:
+        names = [t.topic for t in req.topics]
+    allowed = access.authorized_names(broker, ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    return {n for n in names if n not in allowed}
+
+
+async def _long_poll(broker: Broker, req, version, correlation_id, max_wait, keys, denied=None):
     deadline = time.monotonic() + max_wait
     while True:
         woke = await broker.replicas.wait_for_appends(keys, deadline - time.monotonic())
-        topics, total, any_error, keys = _read_all(broker, req, version)
+        topics, total, any_error, keys = _read_all(broker, req, version, denied)
         if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
             return encode_fetch_response(version, correlation_id, topics)[0]

@@ -14,6 +14,8 @@ from protocol.errors import ErrorCode, KafkaError
 from txn_coordinator import TRANSACTION_STATE_TOPIC
 
 from ..group_driver import OFFSETS_TOPIC
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -29,6 +31,16 @@ def _not_available(key: str, message: str | None) -> dict:
                 error_message=message)
 
 
+def _denied(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> ErrorCode | None:
+    """KafkaApis.getCoordinator: DESCRIBE on the group or the transactional id."""
+    if key_type == GROUP_KEY:
+        if not access.authorize(broker, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.group_authorization_failed
+    elif not access.authorize(broker, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     lst = broker.config.advertised_listeners[0]
@@ -39,6 +51,11 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             return dict(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
                         error_message=f"Unknown coordinator key type {key_type}")
+        if broker.authorizer is not None:
+            denied = _denied(broker, ctx, key_type, key)
+            if denied is not None:
+                return dict(key=key, node_id=-1, host="", port=-1, error_code=denied,
+                            error_message=access.default_message(denied) if ctx.version < 4 else None)
         if not key:
             code = ErrorCode.invalid_group_id if key_type == GROUP_KEY else ErrorCode.invalid_request
             return dict(key=key, node_id=-1, host="", port=-1, error_code=code,

@@ -10,6 +10,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 
 from . import handles
+from .alter_configs import alter_authorized
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -18,4 +19,7 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
 def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    return make(apis.response_type(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.version), throttle_time=0, responses=broker.configs.alter(req, incremental=True))
+    rtype = apis.response_type(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.version)
+    if broker.authorizer is None:
+        return make(rtype, throttle_time=0, responses=broker.configs.alter(req, incremental=True))
+    return make(rtype, throttle_time=0, responses=alter_authorized(broker, ctx, req, incremental=True))

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.apis import ApiKey
 
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -16,4 +18,9 @@ if TYPE_CHECKING:
 @handles(ApiKey.LIST_GROUPS, versions=(0, 5))
 def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     groups = broker.groups.ready()
-    return groups.call(groups.coordinator.list_groups, req)
+    result = groups.call(groups.coordinator.list_groups, req)
+    if broker.authorizer is None or access.authorize_cluster(broker, ctx, AclOperation.DESCRIBE):
+        return result
+    # without DESCRIBE on the cluster, only the groups the caller may describe
+    return access.then(result, lambda resp: access.replace(resp, groups=tuple(
+        g for g in resp.groups if access.authorize(broker, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id))))

@@ -18,6 +18,8 @@ from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
 from ..replica_manager import READ_UNCOMMITTED
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -34,7 +36,18 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if req.replica_id != CONSUMER_REPLICA_ID:
         isolation_level = None
     topics = []
+    refused = []
+    allowed = None
+    if broker.authorizer is not None:
+        # Kafka: DESCRIBE on each topic; the refused ones are answered after the others
+        allowed = access.authorized_names(broker, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                          [t.name for t in req.topics])
     for t in req.topics:
+        if allowed is not None and t.name not in allowed:
+            refused.append(dict(name=t.name, partitions=[
+                dict(partition_index=p.partition_index, error_code=ErrorCode.topic_authorization_failed,
+                     timestamp=-1, offset=-1, leader_epoch=-1) for p in t.partitions]))
+            continue
         parts = []
         for p in t.partitions:
             entry = dict(partition_index=p.partition_index, error_code=ErrorCode.none, timestamp=-1, offset=-1,
@@ -46,4 +59,4 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry["error_code"] = exc.error_code
             parts.append(entry)
         topics.append(dict(name=t.name, partitions=parts))
-    return make(apis.response_type(ApiKey.LIST_OFFSETS, ctx.version), throttle_time=0, topics=topics)
+    return make(apis.response_type(ApiKey.LIST_OFFSETS, ctx.version), throttle_time=0, topics=topics + refused)

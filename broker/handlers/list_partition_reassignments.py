@@ -13,6 +13,8 @@ from protocol.build import make
 from protocol.errors import ErrorCode
 
 from ..cluster.reassignment import ongoing
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
 def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.version)
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.DESCRIBE):
+        return make(rtype, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                    error_message=access.UNAUTHORIZED_CLUSTER_MESSAGE, topics=[])
     cluster = broker.cluster
     if cluster is not None and not cluster.is_controller():
         return make(rtype, throttle_time=0, error_code=ErrorCode.not_controller,

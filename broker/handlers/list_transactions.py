@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.apis import ApiKey
 
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -18,4 +20,10 @@ if TYPE_CHECKING:
 @handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
 def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     txns = broker.transactions
-    return txns.call(txns.coordinator.list_transactions, req)
+    result = txns.call(txns.coordinator.list_transactions, req)
+    if broker.authorizer is None:
+        return result
+    # KafkaApis.handleListTransactionsRequest: only the ids the caller may DESCRIBE
+    return access.then(result, lambda resp: access.replace(resp, transaction_states=tuple(
+        s for s in resp.transaction_states
+        if access.authorize(broker, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s.transactional_id))))

@@ -2,7 +2,8 @@
 (single node: this broker leads them all at epoch 0; cluster mode: leader, epoch,
 replicas and ISR from ZooKeeper, LEADER_NOT_AVAILABLE while a partition has no live
 leader). Unknown topics are auto-created when both
-the request and auto.create.topics.enable allow it."""
+the request and auto.create.topics.enable allow it. With an authorizer the answer depends
+on the caller (see :func:`_build_authorized`) and is cached per principal and host."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..security.operations import ResourceType, authorized_operations
+from ..security import access
+from ..security.operations import AclOperation, ResourceType, authorized_operations
 from ..topics import topic_name_error
 from . import handles
 
@@ -53,13 +55,20 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     all_topics = req.topics is None or (version == 0 and not req.topics)
     key = (version, broker.cluster_version(), _include_topic_ops(req), _include_cluster_ops(req),
            None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
+    if broker.authorizer is not None:
+        # the answer depends on who asks, and from where (host ACLs); the cache is cleared
+        # whenever the ACLs change (Broker._security_changed)
+        key += (ctx.principal, ctx.client_host)
     cache = broker.metadata_cache
     if cache.get("registry_version") != reg.version:
         cache.clear()
         cache["registry_version"] = reg.version
     body = cache.get(key)
     if body is None:
-        resp, cacheable = _build(broker, req, version, all_topics)
+        if broker.authorizer is None:
+            resp, cacheable = _build(broker, req, version, all_topics)
+        else:
+            resp, cacheable = _build_authorized(broker, ctx, req, version, all_topics)
         body = framing.encode_body(resp)
         # a reply with errors (unknown topics) may change without the registry changing
         if cacheable and reg.version == cache["registry_version"]:
@@ -115,5 +124,76 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
                 topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[]))
                 continue
         topics.append(_topic_entry(broker, info, ops))
+    return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+                controller_id=broker.controller_id(), topics=topics, **extra), cacheable
+
+
+def _build_authorized(broker: Broker, ctx: RequestContext, req, version: int, all_topics: bool):
+    """KafkaApis.handleTopicMetadataRequest with an authorizer: topics the caller may not
+    DESCRIBE are left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED
+    (no id, no partitions, whether they exist or not) when named; a missing topic is
+    auto-created only with CREATE on the cluster or the topic (else
+    TOPIC_AUTHORIZATION_FAILED); the operation bit fields are the caller's."""
+    rtype = apis.response_type(ApiKey.METADATA, version)
+    reg = broker.registry
+    include_ops = _include_topic_ops(req)
+    # v8-10 only; make() drops the field for the other versions
+    extra = dict(cluster_authorized_operations=access.cluster_operations_bits(broker, ctx, _include_cluster_ops(req)))
+
+    def entry(info) -> dict:
+        return _topic_entry(broker, info, access.authorized_operations_bits(broker, ctx, ResourceType.TOPIC, info.name,
+                                                                            include_ops))
+
+    def denied(name, topic_id=None) -> dict:
+        return dict(error_code=ErrorCode.topic_authorization_failed, name=name, topic_id=topic_id, is_internal=False,
+                    partitions=[])
+
+    if all_topics:
+        allowed = access.authorized_names(broker, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, reg.topics)
+        topics = [entry(info) for name, info in reg.topics.items() if name in allowed]
+        return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+                    controller_id=broker.controller_id(), topics=topics, **extra), True
+    allow_auto = getattr(req, "allow_auto_topic_creation", True)
+    may_create_all = None
+    topics = []
+    cacheable = True
+    for t in req.topics:
+        name = t.name
+        by_id = name is None and getattr(t, "topic_id", None) is not None
+        if by_id:
+            info = reg.by_id.get(t.topic_id)
+            if info is None:
+                topics.append(dict(error_code=ErrorCode.unknown_topic_id, name=None, topic_id=t.topic_id))
+                cacheable = False
+                continue
+            name = info.name
+        else:
+            info = reg.get(name)
+        if not access.authorize(broker, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            # topic ids are not secret, names are
+            topics.append(denied(None, t.topic_id) if by_id else denied(name))
+            continue
+        if info is None:
+            cacheable = False
+            if topic_name_error(name):
+                topics.append(dict(error_code=ErrorCode.invalid_topic_exception, name=name, partitions=[],
+                                   topic_authorized_operations=access.authorized_operations_bits(
+                                       broker, ctx, ResourceType.TOPIC, name, include_ops)))
+                continue
+            if allow_auto and broker.config["auto.create.topics.enable"]:
+                if may_create_all is None:
+                    may_create_all = access.authorize_cluster(broker, ctx, AclOperation.CREATE)
+                if not may_create_all and not access.authorize(broker, ctx, AclOperation.CREATE,
+                                                               ResourceType.TOPIC, name):
+                    topics.append(denied(name))
+                    continue
+            if allow_auto:
+                info = broker.topics.auto_create(name)
+            if info is None:
+                topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[],
+                                   topic_authorized_operations=access.authorized_operations_bits(
+                                       broker, ctx, ResourceType.TOPIC, name, include_ops)))
+                continue
+        topics.append(entry(info))
     return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
                 controller_id=broker.controller_id(), topics=topics, **extra), cacheable

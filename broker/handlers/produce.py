@@ -5,7 +5,12 @@ fetches; then the answer. acks=0
 sends nothing back (and, as in Kafka, an error closes the connection so the client
 notices). A batch refused because of some records names them in the response (KIP-467
 record_errors, Produce v8+), so that clients fail those records and report the rest as
-collateral."""
+collateral.
+
+With an authorizer (KafkaApis.handleProduceRequest): transactional records need WRITE on
+the transactional id (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+and each topic needs WRITE (else its partitions answer TOPIC_AUTHORIZATION_FAILED, before
+any existence check, so that a topic's existence does not leak)."""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from protocol.records import ATTR_TRANSACTIONAL, HEADER_SIZE, parse_header
 from storage.transactions import SENTINEL_GUARD
 from storage.validator import RecordValidationError
 
+from ..security import access
+from ..security.operations import AclOperation, ResourceType
 from . import handles
 
 if TYPE_CHECKING:
@@ -36,6 +43,13 @@ log = logging.getLogger("krait.produce")
 
 @handles(ApiKey.PRODUCE, versions=(3, 11), advertised_from=0)
 def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    denied: dict = {}
+    if broker.authorizer is not None:
+        denied = _unauthorized(broker, ctx, req)
+        if denied is None:
+            code = ErrorCode.transactional_id_authorization_failed
+            preset = {(td.name, pd.index): (code, None) for td in req.topic_data for pd in td.partition_data}
+            return _append_all(broker, ctx, req, preset, {})
     if req.transactional_id is None:
         if _has_transactional_records(req):
             # Kafka refuses the whole request: transactional records need a transactional id
@@ -45,10 +59,26 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                       for td in req.topic_data for pd in td.partition_data}
             return _append_all(broker, ctx, req, preset, {})
     elif broker.transactions.verification and req.acks in (0, 1, -1):
-        checks = _transactional_partitions(broker, req)
+        checks = _transactional_partitions(broker, req, denied)
         if checks:
-            return _verify_then_append(broker, ctx, req, checks)
-    return _append_all(broker, ctx, req, {}, {})
+            return _verify_then_append(broker, ctx, req, checks, denied)
+    return _append_all(broker, ctx, req, denied, {})
+
+
+def _unauthorized(broker: Broker, ctx: RequestContext, req: Any) -> dict | None:
+    """The partitions of topics the caller may not WRITE, as preset errors; None when the
+    request carries transactional records the caller may not write for its transactional
+    id (Kafka refuses the whole request then)."""
+    if req.transactional_id is not None and _has_transactional_records(req) and not access.authorize(
+            broker, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return None
+    names = [td.name for td in req.topic_data]
+    allowed = access.authorized_names(broker, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+    if len(allowed) == len(set(names)):
+        return {}
+    code = ErrorCode.topic_authorization_failed
+    return {(td.name, pd.index): (code, None) for td in req.topic_data if td.name not in allowed
+            for pd in td.partition_data}
 
 
 #: the byte of a batch header holding the low bits of its attributes (big-endian int16 at 21)
@@ -66,7 +96,8 @@ def _has_transactional_records(req: Any) -> bool:
     return False
 
 
-def _transactional_partitions(broker: Broker, req: Any) -> dict[tuple[str, int], tuple[int, int, Any]]:
+def _transactional_partitions(broker: Broker, req: Any,
+                              denied: dict | None = None) -> dict[tuple[str, int], tuple[int, int, Any]]:
     """KIP-890 part 1: the partitions whose records open a transaction here, with
     (producer id, epoch, verification guard): those must be confirmed in the producer's
     transaction by its coordinator before they are written (Kafka's
@@ -76,7 +107,7 @@ def _transactional_partitions(broker: Broker, req: Any) -> dict[tuple[str, int],
     for td in req.topic_data:
         for pd in td.partition_data:
             records = pd.records
-            if not records or len(records) < HEADER_SIZE:
+            if not records or len(records) < HEADER_SIZE or (denied and (td.name, pd.index) in denied):
                 continue
             try:
                 h = parse_header(records)
@@ -113,17 +144,20 @@ def _produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
     return code, f"Transaction verification failed: {code.name}"
 
 
-async def _verify_then_append(broker: Broker, ctx: RequestContext, req: Any, checks: dict) -> Any:
+async def _verify_then_append(broker: Broker, ctx: RequestContext, req: Any, checks: dict,
+                              denied: dict | None = None) -> Any:
     partitions = list(checks)
     pid, epoch, _ = next(iter(checks.values()))
     if any(c[0] != pid for c in checks.values()):
         errors = {tp: (ErrorCode.invalid_producer_id_mapping, "Transactional records contained more than one "
                        "producer ID") for tp in partitions}
-        return await _resolve(_append_all(broker, ctx, req, errors, {}))
+        return await _resolve(_append_all(broker, ctx, req, {**errors, **(denied or {})}, {}))
     got = broker.transactions.verify(req.transactional_id, pid, epoch, partitions)
     if not isinstance(got, dict):
         got = await got
     errors = {tp: _produce_error(code, ctx.version) for tp, code in got.items() if code != ErrorCode.none}
+    if denied:
+        errors.update(denied)
     guards = {tp: g for tp, (_, _, g) in checks.items() if tp not in errors}
     return await _resolve(_append_all(broker, ctx, req, errors, guards))
 

@@ -13,6 +13,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
+from ..security import access
+from ..security.operations import AclOperation
 from . import handles
 
 if TYPE_CHECKING:
@@ -23,6 +25,13 @@ if TYPE_CHECKING:
 @handles(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
 def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.WRITE_TXN_MARKERS, ctx.version)
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.ALTER) and \
+            not access.authorize_cluster(broker, ctx, AclOperation.CLUSTER_ACTION):
+        # KafkaApis.handleWriteTxnMarkersRequest: ALTER or CLUSTER_ACTION on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        return make(rtype, markers=[dict(producer_id=m.producer_id, topics=[
+            dict(name=t.name, partitions=[dict(partition_index=p, error_code=code) for p in t.partition_indexes])
+            for t in m.topics]) for m in req.markers])
     txns = broker.transactions
     answers = []
     waits = []
