@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    brokers = [dict(broker_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers()]
+    brokers = [dict(broker_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers(ctx.conn.listener_name)]
     return make(apis.response_type(ApiKey.DESCRIBE_CLUSTER, ctx.version), throttle_time=0,
                 error_code=ErrorCode.none, error_message=None, endpoint_type=1, cluster_id=broker.registry.cluster_id,
                 controller_id=broker.controller_id(), brokers=brokers,

@@ -43,7 +43,8 @@ def _denied(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> Err
 
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    lst = broker.config.advertised_listeners[0]
+    listener = ctx.conn.listener_name
+    lst = next((a for a in broker.config.advertised_listeners if a.name == listener), broker.config.advertised_listeners[0])
     rtype = apis.response_type(ApiKey.FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", GROUP_KEY)
 
@@ -70,7 +71,7 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             return _not_available(key, exc.message)
         if broker.cluster is not None:
             error, leader, *_ = broker.partition_metadata(topic, p)
-            endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers()}.get(leader)
+            endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers(listener)}.get(leader)
             if error != ErrorCode.none or endpoint is None:
                 return _not_available(key, f"The coordinator's partition {topic}-{p} has no leader")
             return dict(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none,

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 
 
-def brokers(broker: Broker) -> list[dict]:
-    return [dict(node_id=bid, host=host, port=port, rack=None) for bid, host, port in broker.live_brokers()]
+def brokers(broker: Broker, ctx: RequestContext) -> list[dict]:
+    """The live brokers' endpoints on the listener the client came in on (as Kafka answers)."""
+    return [dict(node_id=bid, host=host, port=port, rack=None)
+            for bid, host, port in broker.live_brokers(ctx.conn.listener_name)]
 
 
 def partition_entry(broker: Broker, topic: str, p: int) -> dict:
@@ -53,7 +55,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
     reg = broker.registry
     all_topics = req.topics is None or (version == 0 and not req.topics)
-    key = (version, broker.cluster_version(), _include_topic_ops(req), _include_cluster_ops(req),
+    key = (version, broker.cluster_version(), ctx.conn.listener_name, _include_topic_ops(req), _include_cluster_ops(req),
            None if all_topics else tuple((t.name, getattr(t, "topic_id", None)) for t in req.topics))
     if broker.authorizer is not None:
         # the answer depends on who asks, and from where (host ACLs); the cache is cleared
@@ -66,7 +68,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     body = cache.get(key)
     if body is None:
         if broker.authorizer is None:
-            resp, cacheable = _build(broker, req, version, all_topics)
+            resp, cacheable = _build(broker, ctx, req, version, all_topics)
         else:
             resp, cacheable = _build_authorized(broker, ctx, req, version, all_topics)
         body = framing.encode_body(resp)
@@ -89,7 +91,7 @@ def _include_cluster_ops(req) -> bool:
     return bool(getattr(req, "include_cluster_authorized_operations", False))
 
 
-def _build(broker: Broker, req, version: int, all_topics: bool):
+def _build(broker: Broker, ctx: RequestContext, req, version: int, all_topics: bool):
     rtype = apis.response_type(ApiKey.METADATA, version)
     reg = broker.registry
     ops = authorized_operations(ResourceType.TOPIC, _include_topic_ops(req))
@@ -97,7 +99,7 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
     extra = dict(cluster_authorized_operations=authorized_operations(ResourceType.CLUSTER, _include_cluster_ops(req)))
     if all_topics:
         topics = [_topic_entry(broker, info, ops) for info in reg.topics.values()]
-        return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+        return make(rtype, throttle_time=0, brokers=brokers(broker, ctx), cluster_id=reg.cluster_id,
                     controller_id=broker.controller_id(), topics=topics, **extra), True
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
@@ -124,7 +126,7 @@ def _build(broker: Broker, req, version: int, all_topics: bool):
                 topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[]))
                 continue
         topics.append(_topic_entry(broker, info, ops))
-    return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+    return make(rtype, throttle_time=0, brokers=brokers(broker, ctx), cluster_id=reg.cluster_id,
                 controller_id=broker.controller_id(), topics=topics, **extra), cacheable
 
 
@@ -151,7 +153,7 @@ def _build_authorized(broker: Broker, ctx: RequestContext, req, version: int, al
     if all_topics:
         allowed = access.authorized_names(broker, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, reg.topics)
         topics = [entry(info) for name, info in reg.topics.items() if name in allowed]
-        return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+        return make(rtype, throttle_time=0, brokers=brokers(broker, ctx), cluster_id=reg.cluster_id,
                     controller_id=broker.controller_id(), topics=topics, **extra), True
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     may_create_all = None
@@ -195,5 +197,5 @@ def _build_authorized(broker: Broker, ctx: RequestContext, req, version: int, al
                                        broker, ctx, ResourceType.TOPIC, name, include_ops)))
                 continue
         topics.append(entry(info))
-    return make(rtype, throttle_time=0, brokers=brokers(broker), cluster_id=reg.cluster_id,
+    return make(rtype, throttle_time=0, brokers=brokers(broker, ctx), cluster_id=reg.cluster_id,
                 controller_id=broker.controller_id(), topics=topics, **extra), cacheable
