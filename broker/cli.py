@@ -1,4 +1,5 @@
-"""The `krait` command: serve | topics | groups | transactions | log-dirs | reassign-partitions | dump-log | perf."""
+"""The `krait` command: serve | topics | groups | transactions | log-dirs | reassign-partitions | acls | configs |
+dump-log | perf."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from storage import dump_log
 
 from .config import BrokerConfig, ConfigError, read_properties
-from .tools import groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli, transactions_cli
+from .tools import acls_cli, configs_cli, groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli, transactions_cli
 
 log = logging.getLogger("krait")
 
@@ -106,11 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         "transactions": transactions_cli.main,
         "log-dirs": log_dirs_cli.main,
         "reassign-partitions": reassign_cli.main,
+        "acls": acls_cli.main,
+        "configs": configs_cli.main,
         "dump-log": dump_log.main,
         "perf": perf.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,transactions,log-dirs,reassign-partitions,dump-log,perf} [options]\n"
+        print("usage: krait {serve,topics,groups,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf} "
+              "[options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
               "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
@@ -118,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
               "  log-dirs   describe log dirs: replica sizes, lag, future replicas (like kafka-log-dirs.sh)\n"
               "  reassign-partitions  generate/execute/verify/cancel/list partition reassignments "
               "(like kafka-reassign-partitions.sh)\n"
+              "  acls       add/remove/list ACLs (like kafka-acls.sh)\n"
+              "  configs    SCRAM credentials and quotas of users and clients (like kafka-configs.sh)\n"
               "  dump-log   print segment, index and time-index files (like kafka-dump-log.sh)\n"
               "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
