@@ -53,9 +53,11 @@ __all__ = [
     "ClientSecurity",
     "JaasEntry",
     "SaslMechanismClient",
+    "SecureSession",
     "build_ssl_context",
     "normalize_pem",
     "open_secure_connection",
+    "open_secure_session",
     "parse_jaas_config",
     "parse_properties",
     "read_client_properties",
@@ -597,13 +599,23 @@ class _AsyncChannel:
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
 
 
+@dataclass(frozen=True)
+class SecureSession:
+    """What the set-up of a connection learnt: the broker's ApiVersions ranges (empty
+    without SASL: none were asked) and the SASL session lifetime in ms (0: the session
+    does not expire; else re-authenticate with :func:`sasl_authenticate_async` before
+    :func:`reauth_delay_ms` of it has passed, as Kafka's clients do)."""
+
+    versions: Mapping[int, tuple[int, int]]
+    lifetime_ms: int = 0
+
+
 async def sasl_authenticate_async(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                   security: ClientSecurity, where: str,
                                   versions: Mapping[int, tuple[int, int]] | None = None,
-                                  client_id: str = "krait", timeout: float = 30.0) -> int:
+                                  client_id: str = "krait", timeout: float = 30.0) -> SecureSession:
     """The SASL exchange on an open asyncio connection (also a re-authentication: pass the
-    ``versions`` already known, no ApiVersions is sent then). Returns the session lifetime
-    in ms (0: none)."""
+    ``versions`` already known, no ApiVersions is sent then)."""
     channel = _AsyncChannel(reader, writer, client_id, timeout, where)
     if versions is None:
         versions = await channel.api_versions()
@@ -613,15 +625,14 @@ async def sasl_authenticate_async(reader: asyncio.StreamReader, writer: asyncio.
         while True:
             req = steps.send(await channel.request(*req))
     except StopIteration as stop:
-        return int(stop.value)
+        return SecureSession(versions, int(stop.value))
 
 
-async def open_secure_connection(host: str, port: int, props: Mapping[str, str] | ClientSecurity, *,
-                                 client_id: str = "krait", timeout: float = 30.0,
-                                 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """An asyncio connection to ``host:port`` ready for Kafka requests: TLS when the
-    protocol says so (the certificate checked), then ApiVersions and the SASL exchange when
-    it says SASL. Errors close the connection and raise ClientError / KafkaError."""
+async def open_secure_session(host: str, port: int, props: Mapping[str, str] | ClientSecurity, *,
+                              client_id: str = "krait", timeout: float = 30.0,
+                              ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, SecureSession]:
+    """:func:`open_secure_connection` that also returns the :class:`SecureSession` (for a
+    long-lived connection that must re-authenticate)."""
     security = props if isinstance(props, ClientSecurity) else ClientSecurity.from_props(props)
     where = f"{host}:{port}"
     ctx = security.ssl_context if security.uses_ssl else None
@@ -634,11 +645,22 @@ async def open_secure_connection(host: str, port: int, props: Mapping[str, str] 
         raise ClientError(f"timed out after {timeout:g}s connecting to {where}") from None
     except OSError as exc:
         raise ClientError(f"cannot connect to {where}: {exc.strerror or exc}") from None
+    session = SecureSession({})
     if security.uses_sasl:
         try:
-            await sasl_authenticate_async(reader, writer, security, where, client_id=client_id, timeout=timeout)
+            session = await sasl_authenticate_async(reader, writer, security, where, client_id=client_id,
+                                                    timeout=timeout)
         except BaseException:
             writer.close()
             raise
-    return reader, writer
+    return reader, writer, session
 
+
+async def open_secure_connection(host: str, port: int, props: Mapping[str, str] | ClientSecurity, *,
+                                 client_id: str = "krait", timeout: float = 30.0,
+                                 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An asyncio connection to ``host:port`` ready for Kafka requests: TLS when the
+    protocol says so (the certificate checked), then ApiVersions and the SASL exchange when
+    it says SASL. Errors close the connection and raise ClientError / KafkaError."""
+    reader, writer, _ = await open_secure_session(host, port, props, client_id=client_id, timeout=timeout)
+    return reader, writer

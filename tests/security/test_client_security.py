@@ -27,10 +27,12 @@ from broker.tools.client_security import (
     build_ssl_context,
     normalize_pem,
     open_secure_connection,
+    open_secure_session,
     parse_jaas_config,
     parse_properties,
     read_client_properties,
     reauth_delay_ms,
+    sasl_authenticate_async,
 )
 from broker.tools.errors import ClientError
 from broker.tools.wire import WireClient
@@ -405,5 +407,31 @@ def test_session_is_reauthenticated_before_it_expires(certs: CertFiles, tmp_path
                 time.sleep(0.8)
                 assert _topics(conn) == 1
             assert conn._reauth_at > first  # re-authenticated at least once
+        asyncio.run(_async_reauth(sb, certs))
     finally:
         sb.stop()
+
+
+async def _async_reauth(sb: SecureBroker, certs: CertFiles) -> None:
+    """The asyncio path: the session's lifetime comes back with the connection, and
+    sasl_authenticate_async on the same streams renews it."""
+    from broker.tools.wire import encode_request
+    from protocol import framing
+
+    host, port = _address(sb, "SASL_PLAINTEXT")
+    security = _sasl(certs, "SASL_PLAINTEXT", "PLAIN", *ADMIN)
+    reader, writer, session = await open_secure_session(host, port, security)
+    try:
+        assert session.lifetime_ms == 1500 and ApiKey.METADATA in session.versions
+        for cid in range(1, 4):
+            await asyncio.sleep(0.8)
+            renewed = await sasl_authenticate_async(reader, writer, security, f"{host}:{port}",
+                                                    versions=session.versions)
+            assert renewed.lifetime_ms == 1500
+            writer.write(encode_request(ApiKey.METADATA, 12, 1000 + cid, "krait-test", topics=None))
+            await writer.drain()
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            got, resp = framing.decode_response(ApiKey.METADATA, 12, await reader.readexactly(size))
+            assert got == 1000 + cid and len(resp.brokers) == 1
+    finally:
+        writer.close()
