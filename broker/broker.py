@@ -33,6 +33,7 @@ from .producer_ids import ProducerIdManager
 from .replica_manager import LEADER_EPOCH, ReplicaManager
 from .security.authorizer import Authorizer, authorizer_from_configs
 from .security.listeners import ConnectionLimits, listener_security
+from .security.quotas import QuotaManager
 from .security.sasl import ScramCredential
 from .security.store import SecurityStore, entity_path
 from .server import start_listeners
@@ -66,6 +67,8 @@ class Broker:
             self.connection_limits = None  # Kafka's defaults: no limit, no bookkeeping
         #: ACLs, SCRAM credentials and client quotas (ZooKeeper's in cluster mode)
         self.security_store = SecurityStore(self.log_dirs[0])
+        #: client quotas (producer/consumer byte rates, request percentage) from the store
+        self.quotas = QuotaManager.from_originals(config.originals)
         self.security_store.listeners.append(self._security_changed)
         # built by open_storage()
         self.logs: LogManager | None = None
@@ -147,6 +150,7 @@ class Broker:
     def _security_changed(self) -> None:
         if self.authorizer is not None:
             self.authorizer.load_dicts(self.security_store.acls)
+        self.quotas.update(self.security_store.entities)
         self.metadata_cache.clear()  # Metadata answers depend on what a principal may describe
 
     def _join_cluster(self) -> None:

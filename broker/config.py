@@ -63,6 +63,8 @@ BROKER_KEYS: dict[str, tuple] = {
     "authorizer.class.name": (_str, ""),
     "super.users": (_str, None),
     "allow.everyone.if.no.acl.found": (_bool, "false"),
+    "quota.window.num": (_int, "11"),
+    "quota.window.size.seconds": (_int, "1"),
     "node.id": (_int, None),
     "broker.id": (_int, "1"),
     "log.dirs": (_list, None),
@@ -284,7 +286,8 @@ class BrokerConfig:
 
     def _validate(self) -> None:
         for key in ("num.partitions", "default.replication.factor", "message.max.bytes",
-                    "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions"):
+                    "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions",
+                    "quota.window.num", "quota.window.size.seconds"):
             if int(self.values[key]) < 1:
                 raise ConfigError(f"Invalid value {self.values[key]} for configuration {key}: must be at least 1")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
@@ -415,7 +418,7 @@ _AT_LEAST = {
     "log.cleaner.min.compaction.lag.ms": 0, "log.cleaner.max.compaction.lag.ms": 1, "num.io.threads": 1,
     "num.network.threads": 1, "background.threads": 1, "num.recovery.threads.per.data.dir": 1,
     "max.connections": 0, "max.connections.per.ip": 0, "max.connection.creation.rate": 0,
-    "producer.id.expiration.ms": 1,
+    "producer.id.expiration.ms": 1, "quota.window.num": 1, "quota.window.size.seconds": 1,
 }
 _AT_MOST = {"log.cleaner.min.cleanable.ratio": 1}
 _ONE_OF = {

@@ -47,5 +47,6 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "transaction.partition.verification.enable": "BOOLEAN",
     "security.inter.broker.protocol": "STRING", "connections.max.reauth.ms": "LONG",
     "connection.failed.authentication.delay.ms": "INT", "sasl.server.max.receive.size": "INT",
+    "quota.window.num": "INT", "quota.window.size.seconds": "INT",
     "authorizer.class.name": "STRING", "super.users": "STRING", "allow.everyone.if.no.acl.found": "BOOLEAN",
 }

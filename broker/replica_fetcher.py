@@ -19,6 +19,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .cluster.broker_channel import Peer
 from .replica_manager import ReplicaManager
+from .security.inter_broker import open_broker_connection
+from .tools.client_security import ClientSecurity
 
 log = logging.getLogger("krait.replica_fetcher")
 
@@ -55,7 +57,7 @@ class ReplicaFetcher:
                     if endpoint is None:
                         await asyncio.sleep(m.backoff_s)
                         continue
-                    reader, writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), m.backoff_s * 5)
+                    reader, writer = await open_broker_connection(endpoint, m.security, max(m.backoff_s * 5, 5.0))
                     peer = Peer(reader, writer)
                 if not await self._fetch_once(peer):
                     await asyncio.sleep(min(m.backoff_s, 0.1))
@@ -177,8 +179,11 @@ class ReplicaFetcherManager:
     """The fetchers of this broker, one per leader it follows partitions on."""
 
     def __init__(self, broker_id: int, replicas: ReplicaManager, endpoint_of: Callable[[int], tuple[str, int] | None],
-                 *, fetch_max_bytes: int, response_max_bytes: int, max_wait_ms: int, backoff_ms: int) -> None:
+                 *, fetch_max_bytes: int, response_max_bytes: int, max_wait_ms: int, backoff_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        #: TLS / SASL towards the leaders (the inter-broker listener's)
+        self.security = security
         self.replicas = replicas
         self.endpoint_of = endpoint_of
         self.fetch_max_bytes = fetch_max_bytes

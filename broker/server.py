@@ -22,6 +22,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ProtocolError
 
 from .security.authenticator import Outcome, SaslAuthenticator
+from .security.quotas import REQUEST, mute, request_throttle
 from .security.tls import certificate_principal
 
 if TYPE_CHECKING:
@@ -38,11 +39,13 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 class RequestContext:
-    __slots__ = ("header", "conn", "client_host", "client_port")
+    __slots__ = ("header", "conn", "client_host", "client_port", "size")
 
-    def __init__(self, header: framing.RequestHeader, conn: Connection):
+    def __init__(self, header: framing.RequestHeader, conn: Connection, size: int = 0):
         self.header = header
         self.conn = conn
+        #: the request's size in bytes, header included (Kafka's request.sizeInBytes)
+        self.size = size
         peer = conn.peer
         self.client_host = peer[0] if peer else ""
         self.client_port = peer[1] if peer else 0
@@ -83,6 +86,8 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._paused_reading = False
         self._write_paused = False
+        #: KIP-219: a client over its quota is not read until then (time.monotonic())
+        self._muted_until = 0.0
         self._max_request = int(broker.config["socket.request.max.bytes"])
         #: set by TLS client authentication or SASL
         self.principal = ANONYMOUS
@@ -134,7 +139,8 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and self._paused_reading and len(self._pending) < 64:
+        if (self.transport is not None and self._paused_reading and len(self._pending) < 64
+                and not self._muted_until):
             self.transport.resume_reading()
             self._paused_reading = False
 
@@ -200,8 +206,11 @@ class Connection(asyncio.Protocol):
                 return
         slot = _Slot()
         self._pending.append(slot)
+        request_quota = self.broker.quotas.quotas[REQUEST].enabled
+        started = time.perf_counter() if request_quota else 0.0
+        ctx = RequestContext(header, self, len(frame))
         try:
-            result = self.broker.dispatch(RequestContext(header, self), frame)
+            result = self.broker.dispatch(ctx, frame)
         except ProtocolError as exc:
             log.warning("closing connection from %s (client %r): %s %s", self.peer, header.client_id,
                         apis.api_name(header.api_key), exc)
@@ -212,6 +221,9 @@ class Connection(asyncio.Protocol):
                           apis.api_name(header.api_key), header.api_version, self.peer)
             self.close()
             return
+        if request_quota:
+            # request_percentage: the event loop's time on this request (its synchronous part)
+            mute(self, request_throttle(self.broker, ctx, (time.perf_counter() - started) * 1000))
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t, s=slot, h=header: self._task_done(t, s, h))
@@ -293,8 +305,32 @@ class Connection(asyncio.Protocol):
                 out.extend(chunks)
         if out:
             transport.writelines(out)
-        if self._paused_reading and not self._write_paused and len(pending) < 64:
+        if self._paused_reading and not self._write_paused and len(pending) < 64 and not self._muted_until:
             transport.resume_reading()
+            self._paused_reading = False
+
+    def mute(self, throttle_ms: int) -> None:
+        """KIP-219: the client went over a quota; its answer goes out at once (carrying
+        throttle_time_ms) and nothing more is read from it for ``throttle_ms``."""
+        if throttle_ms <= 0 or self._closed or self.transport is None:
+            return
+        until = time.monotonic() + throttle_ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if not self._paused_reading:
+            self.transport.pause_reading()
+            self._paused_reading = True
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted_until != until:
+            return  # muted again for longer meanwhile: that timer unmutes
+        self._muted_until = 0.0
+        if self._closed or self.transport is None:
+            return
+        if self._paused_reading and not self._write_paused and len(self._pending) < 64:
+            self.transport.resume_reading()
             self._paused_reading = False
 
     def close(self) -> None:

@@ -74,7 +74,8 @@ class TransactionDriver(CoordinatorShell):
         self._epochs: dict[int, int] = {}
         self.topics.internal_topic_creators[TRANSACTION_STATE_TOPIC] = self.ensure_topic
         if self.replicas.replicated:
-            self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of)
+            self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of,
+                                          security=broker.cluster.inter_broker_security)
             self.follow_leadership()
         elif self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
             self._load_all()

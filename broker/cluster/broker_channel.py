@@ -17,6 +17,9 @@ from typing import Any
 from protocol import apis, framing
 from protocol.build import make
 
+from ..security.inter_broker import open_broker_connection
+from ..tools.client_security import ClientSecurity
+
 log = logging.getLogger("krait.broker_channel")
 
 _SIZE = struct.Struct(">i")
@@ -49,8 +52,9 @@ class BrokerChannel:
     """Sends requests to peer brokers by id; ``endpoint_of(broker_id)`` says where they are."""
 
     def __init__(self, broker_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.endpoint_of = endpoint_of
         self.timeout_s = timeout_s
         self._peers: dict[int, Peer] = {}
@@ -68,7 +72,7 @@ class BrokerChannel:
                     endpoint = self.endpoint_of(broker_id)
                     if endpoint is None:
                         raise ConnectionError(f"broker {broker_id} is not registered")
-                    reader, writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), self.timeout_s)
+                    reader, writer = await open_broker_connection(endpoint, self.security, self.timeout_s)
                     peer = self._peers[broker_id] = Peer(reader, writer)
                 return await asyncio.wait_for(
                     peer.request(api_key, version, f"broker-{self.broker_id}", **fields), self.timeout_s)

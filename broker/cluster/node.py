@@ -26,6 +26,7 @@ from ..config import BrokerConfig
 from ..replica_fetcher import ReplicaFetcherManager
 from ..replica_manager import ReplicaManager
 from ..replication import Replication
+from ..security.inter_broker import inter_broker_security
 from ..topics import TopicInfo, TopicRegistry
 from . import election, zk_layout
 from .controller import Controller
@@ -58,10 +59,13 @@ class ClusterNode:
                                        on_change=self._changed_elsewhere)
         self.metadata: ZkMetadata | None = None
         self.replication = Replication(replicas, self._write_state, lag_time_max_ms=config["replica.lag.time.max.ms"])
+        #: TLS / SASL of this broker's connections to the others (None: PLAINTEXT)
+        self.inter_broker_security = inter_broker_security(config)
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, replicas, self.endpoint_of, fetch_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
-            max_wait_ms=config["replica.fetch.wait.max.ms"], backoff_ms=config["replica.fetch.backoff.ms"])
+            max_wait_ms=config["replica.fetch.wait.max.ms"], backoff_ms=config["replica.fetch.backoff.ms"],
+            security=self.inter_broker_security)
         self.controller = Controller(self.broker_id, write=self._write_state, unclean=self._unclean,
                                      retry=lambda: self._schedule_sync(delay=0.5))
         self.reassignments = Reassignments(lambda: self.metadata, lambda: set(self.membership.brokers),

@@ -32,6 +32,7 @@ from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_respon
 from ..replica_manager import READ_COMMITTED
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
+from ..security.quotas import fetch_max_bytes, fetch_throttle, mute
 from . import handles
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ def _replica_id(req, version: int) -> int:
 _ALL_DENIED = frozenset({None})
 
 
-def _read_all(broker: Broker, req, version: int,
-              denied: frozenset | set | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+def _read_all(broker: Broker, req, version: int, denied: frozenset | set | None = None,
+              max_bytes: int | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes read, any error, keys).
     ``denied``: topic names the caller may not fetch (or ``_ALL_DENIED``)."""
     reg = broker.registry
@@ -61,7 +62,7 @@ def _read_all(broker: Broker, req, version: int,
     replica_id = _replica_id(req, version) if replication is not None else -1
     # followers read to the log end whatever they ask (Kafka's FetchIsolation.of)
     read_committed = replica_id < 0 and req.isolation_level == READ_COMMITTED
-    remaining = req.max_bytes if version >= 3 else 2**31 - 1
+    remaining = req.max_bytes if max_bytes is None else max_bytes
     total = 0
     any_error = False
     keys = []
@@ -149,11 +150,27 @@ def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         chunks, _ = encode_fetch_response(version, correlation_id, [], error_code=ErrorCode.fetch_session_id_not_found)
         return chunks
     denied = None if broker.authorizer is None else _denied(broker, ctx, req, version)
-    topics, total, any_error, keys = _read_all(broker, req, version, denied)
+    consumer = broker.replication is None or _replica_id(req, version) < 0
+    # a consumer's fetch is capped to what its quota allows in one window (Kafka)
+    max_bytes = fetch_max_bytes(broker, ctx, req.max_bytes) if consumer else req.max_bytes
+    topics, total, any_error, keys = _read_all(broker, req, version, denied, max_bytes)
     max_wait = req.max_wait.total_seconds()
     if total >= req.min_bytes or max_wait <= 0 or any_error or not keys:
-        return encode_fetch_response(version, correlation_id, topics)[0]
-    return _long_poll(broker, req, version, correlation_id, max_wait, keys, denied)
+        return _answer(broker, ctx, consumer, topics)
+    return _long_poll(broker, ctx, req, consumer, max_bytes, max_wait, keys, denied)
+
+
+def _answer(broker: Broker, ctx: RequestContext, consumer: bool, topics: list[FetchTopic]) -> list:
+    """The response; a consumer over its byte rate gets an empty one carrying the throttle
+    time instead, and is muted (KafkaApis: fetchContext.getThrottledResponse)."""
+    version, correlation_id = ctx.version, ctx.header.correlation_id
+    chunks, size = encode_fetch_response(version, correlation_id, topics)
+    if consumer:
+        throttle = fetch_throttle(broker, ctx, size)
+        if throttle > 0:
+            mute(ctx.conn, throttle)
+            return encode_fetch_response(version, correlation_id, [], throttle_time_ms=throttle)[0]
+    return chunks
 
 
 def _denied(broker: Broker, ctx: RequestContext, req, version: int) -> frozenset | set:
@@ -170,10 +187,11 @@ def _denied(broker: Broker, ctx: RequestContext, req, version: int) -> frozenset
     return {n for n in names if n not in allowed}
 
 
-async def _long_poll(broker: Broker, req, version, correlation_id, max_wait, keys, denied=None):
+async def _long_poll(broker: Broker, ctx: RequestContext, req, consumer, max_bytes, max_wait, keys, denied=None):
+    version = ctx.version
     deadline = time.monotonic() + max_wait
     while True:
         woke = await broker.replicas.wait_for_appends(keys, deadline - time.monotonic())
-        topics, total, any_error, keys = _read_all(broker, req, version, denied)
+        topics, total, any_error, keys = _read_all(broker, req, version, denied, max_bytes)
         if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
-            return encode_fetch_response(version, correlation_id, topics)[0]
+            return _answer(broker, ctx, consumer, topics)

@@ -31,6 +31,7 @@ from storage.validator import RecordValidationError
 
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
+from ..security.quotas import mute, produce_throttle
 from . import handles
 
 if TYPE_CHECKING:
@@ -218,21 +219,33 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
     if acks == 0:
         if any_error:
             ctx.conn.close()
+            return None
+        # no answer, but the byte rate still counts: the connection is muted (Kafka)
+        mute(ctx.conn, produce_throttle(broker, ctx, ctx.size))
         return None
     rtype = apis.response_type(ApiKey.PRODUCE, ctx.version)
     if waits:
         codes = {tp: broker.replicas.replicated_to(tp[0], tp[1], required, epoch) for tp, required, epoch in waits}
         if any(c is None for c in codes.values()):
-            return _await_replication(broker, rtype, topics_out, waits, entries, req.timeout.total_seconds())
+            return _await_replication(broker, ctx, rtype, topics_out, waits, entries, req.timeout.total_seconds())
         _answer_replicated(entries, codes)
-    return make(rtype, responses=topics_out, throttle_time=0)
+    return make(rtype, responses=topics_out, throttle_time=_throttle(broker, ctx))
 
 
-async def _await_replication(broker: Broker, rtype, topics_out, waits, entries, timeout: float) -> Any:
+async def _await_replication(broker: Broker, ctx: RequestContext, rtype, topics_out, waits, entries,
+                             timeout: float) -> Any:
     """acks=all in cluster mode: answer once the ISR has the records (Kafka's delayed produce)."""
     codes = await broker.replicas.wait_for_high_watermark(waits, timeout)
     _answer_replicated(entries, codes)
-    return make(rtype, responses=topics_out, throttle_time=0)
+    return make(rtype, responses=topics_out, throttle_time=_throttle(broker, ctx))
+
+
+def _throttle(broker: Broker, ctx: RequestContext) -> int:
+    """Kafka's sendResponseCallback: the request's size against the producer byte rate,
+    recorded as the answer is made; over the quota the connection is muted (KIP-219)."""
+    throttle = produce_throttle(broker, ctx, ctx.size)
+    mute(ctx.conn, throttle)
+    return throttle
 
 
 def _answer_replicated(entries: dict, codes: dict) -> None:

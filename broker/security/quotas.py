@@ -32,7 +32,6 @@ dict look-up per request), so a quota added later starts from an empty window.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -359,16 +358,8 @@ def _user(ctx: RequestContext) -> str:
 
 
 def quotas_of(broker: Broker) -> QuotaManager:
-    """The broker's QuotaManager, built on first use from its configs and kept in step with
-    the security store (if the broker has not built one itself)."""
-    qm = broker.__dict__.get("quotas")
-    if qm is None:
-        qm = QuotaManager.from_originals(broker.config.originals)
-        store = broker.security_store
-        qm.update(store.entities)
-        store.listeners.append(lambda: qm.update(store.entities))
-        broker.quotas = qm
-    return qm
+    """The broker's QuotaManager (Broker keeps it in step with the security store)."""
+    return broker.quotas
 
 
 def produce_throttle(broker: Broker, ctx: RequestContext, request_bytes: int) -> int:
@@ -417,23 +408,6 @@ def request_throttle(broker: Broker, ctx: RequestContext, handling_ms: float) ->
 
 def mute(conn: Any, throttle_ms: int) -> None:
     """KIP-219: the answer goes out at once with throttle_time_ms; the connection's next
-    requests are not read until the throttle time has passed. Uses ``conn.mute(ms)`` when
-    the connection has one (it must also keep its own back-pressure from resuming reads
-    early); otherwise pauses the transport directly."""
-    if throttle_ms <= 0:
-        return
-    own = getattr(conn, "mute", None)
-    if own is not None:
-        own(throttle_ms)
-        return
-    transport = getattr(conn, "transport", None)
-    if transport is None or getattr(conn, "_closed", False):
-        return
-    transport.pause_reading()
-
-    def unmute() -> None:
-        # leave reading paused if the connection paused it for its own back-pressure
-        if not getattr(conn, "_closed", False) and not getattr(conn, "_paused_reading", False):
-            transport.resume_reading()
-
-    asyncio.get_running_loop().call_later(throttle_ms / 1000.0, unmute)
+    requests are not read until the throttle time has passed (Connection.mute)."""
+    if throttle_ms > 0:
+        conn.mute(throttle_ms)
