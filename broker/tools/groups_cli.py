@@ -123,6 +123,8 @@ def _groups_parser() -> argparse.ArgumentParser:
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="reset: commit the new offsets")
     run.add_argument("--dry-run", action="store_true", help="reset: only print the new offsets (default)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties (security.protocol, ssl.*, sasl.*) for a secured listener")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout in seconds (default 30)")
     return p
 

@@ -58,6 +58,8 @@ def _log_dirs_parser() -> argparse.ArgumentParser:
                    help="topics to be queried (default: all topics)")
     p.add_argument("--broker-list", default="", metavar="0,1,2",
                    help="brokers to be queried (default: all brokers in the cluster)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties (security.protocol, ssl.*, sasl.*) for a secured listener")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout in seconds (default 30)")
     return p
 

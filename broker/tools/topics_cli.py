@@ -120,6 +120,8 @@ def _topics_parser() -> argparse.ArgumentParser:
                    help="describe: only show under-replicated partitions (fewer in-sync replicas than replicas)")
     p.add_argument("--unavailable-partitions", action="store_true",
                    help="describe: only show partitions whose leader is not available")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties (security.protocol, ssl.*, sasl.*) for a secured listener")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout in seconds (default 30)")
     return p
 
