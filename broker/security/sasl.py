@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -27,6 +29,8 @@ SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384
 #: Kafka's ScramMechanism codes in Describe/AlterUserScramCredentials
 SCRAM_MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+log = logging.getLogger("krait.sasl")
 
 _JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
@@ -131,6 +135,9 @@ class ScramServer:
         self.complete = False
         self.username: str | None = None
         self._server = None
+        self._cred: ScramCredential | None = None
+        self._client_first = ""
+        self._server_first = ""
         self._failed_message = (f"Authentication failed during authentication due to invalid credentials with "
                                 f"SASL mechanism {mechanism}")
 
@@ -141,6 +148,7 @@ class ScramServer:
         if cred.iterations < SCRAM_MIN_ITERATIONS:
             raise ScramException("iterations below the minimum")
         self.username = username
+        self._cred = cred
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
     def step(self, token: bytes) -> bytes:
@@ -149,21 +157,64 @@ class ScramServer:
                 text = token.decode("utf-8")
                 # the GS2 header: "n,," or "n,a=<authzid>,"
                 authzid = text.split(",", 2)[1] if text.count(",") >= 2 else ""
-                self._server = ScramMechanism(self.mechanism).make_server(self._auth_info)
+                self._server = ScramMechanism(self.mechanism).make_server(self._auth_info, s_nonce=_server_nonce())
                 self._server.set_client_first(text)
                 if authzid.startswith("a=") and _unescape(authzid[2:]) != self.username:
                     raise SaslAuthenticationError(
                         "Authentication failed: Client requested an authorization id that is different from username")
-                return self._server.get_server_first().encode()
-            self._server.set_client_final(token.decode("utf-8"))
-            final = self._server.get_server_final().encode()
+                self._client_first = text
+                self._server_first = self._server.get_server_first()
+                return self._server_first.encode()
+            text = token.decode("utf-8")
+            nonce = self._server_first.split(",", 1)[0][2:]
+            sent = next((f[2:] for f in text.split(",") if f.startswith("r=")), "")
+            if sent != nonce and sent.endswith(nonce):
+                final = _verify_final(self, text)
+            else:
+                self._server.set_client_final(text)
+                final = self._server.get_server_final().encode()
             self.complete = True
             return final
         except SaslAuthenticationError:
             raise
-        except (ScramException, UnicodeDecodeError, ValueError, IndexError, KeyError):
-            # never the cause: it could say whether the user exists
+        except (ScramException, UnicodeDecodeError, ValueError, IndexError, KeyError) as exc:
+            # never the cause to the client: it could say whether the user exists
+            log.debug("SCRAM exchange failed: %s: %s", type(exc).__name__, exc)
             raise SaslAuthenticationError(self._failed_message) from None
+
+
+def _verify_final(server: ScramServer, text: str) -> bytes:
+    """RFC 5802's final check for a client-final nonce that only *ends* with the server's.
+    Kafka's ScramSaslServer accepts those (``nonce().endsWith(...)``) and librdkafka 2.0
+    sends them (the client nonce twice); scramp insists on equality, so this one case is
+    verified here with the RFC's formulas."""
+    h = SCRAM_MECHANISMS[server.mechanism]
+    cred = server._cred
+    without_proof, sep, proof_b64 = text.rpartition(",p=")
+    gs2 = server._client_first.split(",", 2)
+    if not sep or f"c={base64.b64encode((gs2[0] + ',' + gs2[1] + ',').encode()).decode()}" not in without_proof.split(","):
+        raise ValueError("bad client final message")
+    auth = f"{gs2[2]},{server._server_first},{without_proof}".encode()
+    proof = base64.b64decode(proof_b64, validate=True)
+    signature = hmac.new(cred.stored_key, auth, h).digest()
+    if len(proof) != len(signature):
+        raise ValueError("bad proof")
+    client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+    if not hmac.compare_digest(h(client_key).digest(), cred.stored_key):
+        raise ValueError("Invalid client credentials")
+    return b"v=" + base64.b64encode(hmac.new(cred.server_key, auth, h).digest())
+
+
+def _server_nonce() -> str:
+    """Kafka's ScramFormatter.secureRandomString: 130 random bits in base 36. Older librdkafka
+    (2.0) fails on the longer URL-safe nonces scramp makes by default."""
+    n = secrets.randbits(130)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
 
 
 def _unescape(name: str) -> str:

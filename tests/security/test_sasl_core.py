@@ -93,6 +93,36 @@ def test_scram_exchange_against_scramp_client(mechanism):
         assert not server.complete
 
 
+@pytest.mark.parametrize("password,ok", [("pw", True), ("wrong", False)])
+def test_scram_accepts_librdkafka_2_0_doubled_client_nonce_as_kafka_does(password, ok):
+    """librdkafka 2.0 (Debian's kcat) sends r=<client nonce><client nonce + server nonce>;
+    Kafka checks only that the final nonce ends with the server's, so must we."""
+    import base64 as b64
+
+    mech, h = "SCRAM-SHA-512", hashlib.sha512
+    cred = ScramCredential.from_password(mech, "pw", b"salt-salt-salt", 4096)
+    server = ScramServer(mech, {"alice": cred}.get)
+    c_nonce = "clientnonce123"
+    first_bare = f"n=alice,r={c_nonce}"
+    server_first = server.step(f"n,,{first_bare}".encode()).decode()
+    fields = dict(f.split("=", 1) for f in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha512", password.encode(), b64.b64decode(fields["s"]), int(fields["i"]))
+    without_proof = f"c=biws,r={c_nonce}{fields['r']}"
+    auth = f"{first_bare},{server_first},{without_proof}".encode()
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    signature = hmac.new(h(client_key).digest(), auth, h).digest()
+    proof = b64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    final = f"{without_proof},p={proof}".encode()
+    if ok:
+        expected = hmac.new(hmac.new(salted, b"Server Key", h).digest(), auth, h).digest()
+        assert server.step(final) == b"v=" + b64.b64encode(expected)
+        assert server.complete and server.username == "alice"
+    else:
+        with pytest.raises(SaslAuthenticationError):
+            server.step(final)
+        assert not server.complete
+
+
 def test_scram_refuses_credentials_below_the_minimum_iterations():
     weak = ScramCredential.from_password("SCRAM-SHA-256", "pw", b"s" * 16, 1024)
     server = ScramServer("SCRAM-SHA-256", {"alice": weak}.get)
