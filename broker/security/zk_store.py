@@ -532,11 +532,11 @@ class ZkSecurityStore(SecurityStore):
         writes = self._writes
         acls = {key: self._read_acls(key) for key in acl_keys}
         entities = {}
-        for path in paths:
+        for path in paths:  # as the notification spells it: the znode's own name
             elems = path.split("/")
             normalized = "/".join(e if i % 2 == 0 else _normalized(e) for i, e in enumerate(elems))
             entities[normalized] = self._read_config(entity_znode(path))
-        self._dispatch(self._apply, acls, entities, writes)
+        self._dispatch(self._apply, acls, entities, writes, paths)
 
     def _reload_all(self) -> None:
         writes = self._writes
@@ -552,12 +552,12 @@ class ZkSecurityStore(SecurityStore):
 
     # --- applying to the view (the event loop) --------------------------------------------------
     def _apply(self, acls: dict[AclKey, frozenset[AclEntry]], entities: dict[str, dict[str, str]],
-               writes: int) -> None:
+               writes: int, paths: set[str]) -> None:
         if self._stopped:
             return
         if writes != self._writes:
             # a local write came between the read and now: the read may predate it
-            self._submit(self._read_and_apply, set(acls), set(entities))
+            self._submit(self._read_and_apply, set(acls), paths)
             return
         changed = self._merge_acls(acls)
         for path, cfg in entities.items():

@@ -158,12 +158,12 @@ def cluster(connect, loop):
         made.append((c, None))
         return c
 
-    def make(**kw) -> ZkSecurityStore:
+    def make(on=None, **kw) -> ZkSecurityStore:
         c = client()
-        store = ZkSecurityStore(c, loop, **kw)
+        store = ZkSecurityStore(c, on or loop, **kw)
         store.calls = []
         store.listeners.append(lambda: store.calls.append(threading.current_thread()))
-        on_loop(loop, store.load)
+        on_loop(on or loop, store.load)
         made.append((c, store))
         return store
 
@@ -191,8 +191,9 @@ def test_acls_written_by_one_broker_are_seen_by_another(cluster, loop):
     on_loop(loop, a.set_acls, rows)
     assert sorted(map(str, view(loop, a)[0])) == sorted(map(str, rows))
     _wait(lambda: view(loop, b)[0] == view(loop, a)[0])
-    # b's listeners ran on the loop's thread
+    # b's listeners ran on the loop's thread; a's own notifications change nothing more
     assert b.calls and set(b.calls) == {loop.thread}
+    assert a.calls == [loop.thread]
     topic = doc(raw, "/kafka-acl/Topic/orders")
     assert topic["version"] == 1
     assert sorted(topic["acls"], key=lambda e: e["principal"]) == [
@@ -243,6 +244,35 @@ def test_a_concurrent_change_to_the_same_resource_is_kept(cluster, loop):
         {"principal": "User:bob", "permissionType": "Allow", "operation": "Write", "host": "*"}]
 
 
+def test_brokers_racing_on_one_resource_lose_nothing(cluster, loop):
+    """Two brokers (two event loops) adding ACLs to one resource at once: the conditional
+    writes retry, every ACL lands, both views converge."""
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        a, b = cluster(), cluster(on=other)
+
+        def add(lp, store, principal):
+            for i in range(8):
+                on_loop(lp, lambda i=i: store.set_acls([*store.acls, row(ResourceType.TOPIC, "hot", f"{principal}{i}")]))
+
+        racers = [threading.Thread(target=add, args=(loop, a, "User:a")),
+                  threading.Thread(target=add, args=(other, b, "User:b"))]
+        for t in racers:
+            t.start()
+        for t in racers:
+            t.join(30)
+        assert len(doc(cluster.raw, "/kafka-acl/Topic/hot")["acls"]) == 16
+        _wait(lambda: len(view(loop, a)[0]) == 16 and view(other, b)[0] == view(loop, a)[0])
+    finally:
+        for store in (a, b):
+            store.stop()
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()
+
+
 def test_scram_credentials_and_quotas_are_seen_by_another_broker(cluster, loop):
     a, b = cluster(), cluster()
     raw = cluster.raw
@@ -271,6 +301,18 @@ def test_scram_credentials_and_quotas_are_seen_by_another_broker(cluster, loop):
     on_loop(loop, a.alter_entity, "users/alice", {"producer_byte_rate": None})
     assert doc(raw, "/config/users/alice") == {"version": 1, "config": {"SCRAM-SHA-256": CRED}}
     _wait(lambda: on_loop(loop, b.entity_config, "users/alice") == {"SCRAM-SHA-256": CRED})
+
+
+def test_a_concurrent_change_to_the_same_entity_is_kept(cluster, loop):
+    a = cluster()
+    raw = cluster.raw
+    on_loop(loop, a.alter_entity, "users/alice", {"SCRAM-SHA-256": CRED})
+    # another broker's write whose notification has not arrived
+    raw.set("/config/users/alice", zk.encode_config({"SCRAM-SHA-256": CRED, "SCRAM-SHA-512": CRED}))
+    on_loop(loop, a.alter_entity, "users/alice", {"producer_byte_rate": "9"})
+    assert doc(raw, "/config/users/alice")["config"] == {"SCRAM-SHA-256": CRED, "SCRAM-SHA-512": CRED,
+                                                         "producer_byte_rate": "9"}
+    assert on_loop(loop, a.entity_config, "users/alice")["SCRAM-SHA-512"] == CRED
 
 
 def test_emptied_entities_are_cleaned_as_kafka_does(cluster, loop):
