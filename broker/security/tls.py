@@ -9,14 +9,12 @@ keystores and prints certificate subjects as RFC 2253 names, as Java's X500Princ
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
 from collections.abc import Callable, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import ConfigError
+from .pem import load_pkcs12, private_pem
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3,
               "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
@@ -43,19 +41,6 @@ def _key_name(listener: str, key: str, props: Mapping[str, str]) -> str:
     return prefixed if prefixed in props else key
 
 
-@contextmanager
-def _private_pem(data: bytes):
-    """A file only this process can read, for ssl's file-only loaders; removed at once."""
-    fd, path = tempfile.mkstemp(suffix=".pem")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        yield path
-    finally:
-        os.unlink(path)
-
-
 def _load_keystore(ctx: ssl.SSLContext, get: Lookup, bad: Callable[[str, str], ConfigError]) -> None:
     kind = (get("ssl.keystore.type") or "JKS").upper()
     location = get("ssl.keystore.location")
@@ -67,7 +52,7 @@ def _load_keystore(ctx: ssl.SSLContext, get: Lookup, bad: Callable[[str, str], C
         if not (chain and key):
             raise bad("ssl.keystore.key" if chain else "ssl.keystore.certificate.chain",
                       "both ssl.keystore.certificate.chain and ssl.keystore.key are needed")
-        with _private_pem((key.strip() + "\n" + chain.strip() + "\n").encode()) as path:
+        with private_pem((key.strip() + "\n" + chain.strip() + "\n").encode()) as path:
             _load_chain(ctx, path, key_password, bad)
         return
     if not location:
@@ -78,22 +63,13 @@ def _load_keystore(ctx: ssl.SSLContext, get: Lookup, bad: Callable[[str, str], C
     if kind == "PEM":
         _load_chain(ctx, location, key_password, bad)
     elif kind == "PKCS12":
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.serialization import pkcs12
-
-        store_password = get("ssl.keystore.password")
         try:
-            key_obj, cert, extra = pkcs12.load_key_and_certificates(
-                Path(location).read_bytes(), store_password.encode() if store_password else None)
+            store = load_pkcs12(Path(location).read_bytes(), get("ssl.keystore.password"))
         except ValueError as exc:
             raise bad("ssl.keystore.password", f"cannot open the PKCS12 keystore {location}: {exc}") from None
-        if key_obj is None or cert is None:
+        if not store.key or not store.cert:
             raise bad("ssl.keystore.location", f"the PKCS12 keystore {location} holds no private key and certificate")
-        pem = key_obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
-        for c in [cert, *(extra or [])]:
-            pem += c.public_bytes(serialization.Encoding.PEM)
-        with _private_pem(pem) as path:
+        with private_pem(store.key + store.chain) as path:
             _load_chain(ctx, path, None, bad)
     else:
         raise bad("ssl.keystore.type", f"{kind} keystores are not supported; use PEM or PKCS12")

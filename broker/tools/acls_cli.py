@@ -30,8 +30,9 @@ from broker.security.acls import (
 )
 from broker.security.operations import SUPPORTED_OPERATIONS
 
-from .admin_client import AclEntry, AdminClient
+from .admin_client import AdminClient
 from .command import Parser, UsageError, connect_admin, run
+from .security_admin import AclEntry
 
 __all__ = [
     "format_entry",

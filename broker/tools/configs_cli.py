@@ -23,9 +23,10 @@ from typing import Any, TextIO
 
 from protocol.errors import ErrorCode, KafkaError
 
-from .admin_client import SCRAM_MECHANISMS, AdminClient, ScramCredentialInfo
+from .admin_client import AdminClient
 from .client_security import read_client_properties
 from .command import Parser, UsageError, connect_admin, run
+from .security_admin import SCRAM_MECHANISMS, ScramCredentialInfo
 
 __all__ = [
     "DEFAULT_SCRAM_ITERATIONS",

@@ -41,8 +41,9 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 
-from .client_security import ClientSecurity, reauth_delay_ms, run_requests, sasl_requests
+from .client_security import ClientSecurity
 from .errors import ClientError, check
+from .sasl_client import reauth_delay_ms, run_requests, sasl_requests
 
 __all__ = ["CLIENT_VERSIONS", "WireClient", "connect", "encode_request", "parse_bootstrap"]
 
