@@ -36,6 +36,7 @@ from .security.listeners import ConnectionLimits, listener_security
 from .security.quotas import QuotaManager
 from .security.sasl import ScramCredential
 from .security.store import SecurityStore, entity_path
+from .security.zk_store import ZkSecurityStore
 from .server import start_listeners
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
@@ -169,6 +170,11 @@ class Broker:
         if cluster_id != self.registry.cluster_id:
             self.registry.cluster_id = cluster_id
             self.registry.save()
+        # ACLs, SCRAM credentials and quotas are the cluster's: ZooKeeper's, in Kafka's layout
+        store = ZkSecurityStore(self.cluster.membership.zk, asyncio.get_running_loop(), self.security_store.listeners)
+        store.load()
+        self.security_store = store
+        self._security_changed()
 
     def _open_replica_log(self, info, partition: int):
         """Cluster mode: the local log of a replica ZooKeeper assigns here (created empty)."""
@@ -243,6 +249,8 @@ class Broker:
         if self.cluster is not None:
             if self.config["controlled.shutdown.enable"]:
                 await self.cluster.controlled_shutdown(grace)
+            if isinstance(self.security_store, ZkSecurityStore):
+                self.security_store.stop()
             self.cluster.stop()  # the registration (and the controller role) go at once
         if self.log_dirs_admin is not None:
             self.log_dirs_admin.stopping = True

@@ -33,8 +33,8 @@ _SEGMENT_TYPE = {v: k for k, v in _PATH_SEGMENT.items()}
 
 
 def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: URL-encode, with '*' as %2A and spaces as %20."""
-    return quote(name, safe="").replace("*", "%2A")
+    """Kafka's Sanitizer.sanitize (Java's URLEncoder): URL-encode, with '*' as %2A and '~' as %7E."""
+    return quote(name, safe="").replace("*", "%2A").replace("~", "%7E")
 
 
 def desanitize(name: str) -> str:
