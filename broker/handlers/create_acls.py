@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import DecodeError, ErrorCode
+from protocol.errors import DecodeError, ErrorCode, KafkaError
 
 from ..security import NO_AUTHORIZER, access
 from ..security.acls import AclBinding
@@ -45,9 +45,14 @@ def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         # whole request as UNKNOWN_SERVER_ERROR, without a message
         return make(rtype, throttle_time=0, results=[
             dict(error_code=ErrorCode.unknown_server_error, error_message=None) for _ in req.creations])
-    outcome = auth.create_acls(bindings)
+    outcome: list = auth.create_acls(bindings)
     if any(e is None for e in outcome):
-        broker.security_store.set_acls(auth.to_dicts())
+        try:
+            broker.security_store.set_acls(auth.to_dicts())
+        except KafkaError as exc:
+            # ZooKeeper refused the write (a resource name it cannot hold); the store has put
+            # the authorizer back to what ZooKeeper holds, so the new bindings did not take
+            outcome = [exc if e is None and b not in auth else e for e, b in zip(outcome, bindings, strict=True)]
     results = [dict(error_code=ErrorCode.none, error_message=None) if e is None else
                dict(error_code=e.error_code, error_message=e.message) for e in outcome]
     return make(rtype, throttle_time=0, results=results)
