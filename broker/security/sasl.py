@@ -157,7 +157,7 @@ class ScramServer:
                 text = token.decode("utf-8")
                 # the GS2 header: "n,," or "n,a=<authzid>,"
                 authzid = text.split(",", 2)[1] if text.count(",") >= 2 else ""
-                self._server = ScramMechanism(self.mechanism).make_server(self._auth_info, s_nonce=_server_nonce())
+                self._server = ScramMechanism(self.mechanism).make_server(self._auth_info, s_nonce=secure_random_string())
                 self._server.set_client_first(text)
                 if authzid.startswith("a=") and _unescape(authzid[2:]) != self.username:
                     raise SaslAuthenticationError(
@@ -205,9 +205,9 @@ def _verify_final(server: ScramServer, text: str) -> bytes:
     return b"v=" + base64.b64encode(hmac.new(cred.server_key, auth, h).digest())
 
 
-def _server_nonce() -> str:
-    """Kafka's ScramFormatter.secureRandomString: 130 random bits in base 36. Older librdkafka
-    (2.0) fails on the longer URL-safe nonces scramp makes by default."""
+def secure_random_string() -> str:
+    """Kafka's ScramFormatter.secureRandomString: 130 random bits in base 36 (server nonces,
+    and the salts Kafka's admin client makes)."""
     n = secrets.randbits(130)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""

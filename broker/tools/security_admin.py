@@ -12,7 +12,6 @@ a :class:`~broker.tools.errors.ClientError`. Nothing here prints.
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from protocol.apis import ApiKey
 from protocol.errors import KafkaError
 
+from ..security.sasl import secure_random_string
 from .errors import ClientError, check, kafka_error
 from .wire import WireClient
 
@@ -47,13 +47,7 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
 def scram_salt() -> bytes:
     """Kafka's ScramFormatter.secureRandomBytes: a 130-bit random number written in base
     36, as ASCII bytes."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while n:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-    return (out or "0").encode()
+    return secure_random_string().encode()
 
 
 @dataclass(frozen=True)
