@@ -29,7 +29,7 @@ def listener_security(config: BrokerConfig) -> dict[str, ListenerSecurity]:
         proto = lst.security_protocol
         sec = ListenerSecurity(lst)
         if proto in ("SSL", "SASL_SSL"):
-            sec.ssl = server_context(props, lst.name)
+            sec.ssl = server_context(props, lst.name, sasl=proto == "SASL_SSL")
         if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
             sec.sasl = listener_sasl(props, lst.name)
         out[lst.name] = sec

@@ -100,8 +100,9 @@ def _load_truststore(ctx: ssl.SSLContext, get: Lookup, bad) -> bool:
     return True
 
 
-def server_context(props: Mapping[str, str], listener: str) -> ssl.SSLContext:
-    """The SSLContext of one SSL / SASL_SSL listener; ConfigError naming the key on bad input."""
+def server_context(props: Mapping[str, str], listener: str, sasl: bool = False) -> ssl.SSLContext:
+    """The SSLContext of one SSL / SASL_SSL (``sasl``) listener; ConfigError naming the key on
+    bad input."""
     get = listener_lookup(props, listener)
 
     def bad(key: str, why: str) -> ConfigError:
@@ -111,7 +112,9 @@ def server_context(props: Mapping[str, str], listener: str) -> ssl.SSLContext:
     ctx.options |= ssl.OP_NO_COMPRESSION
     _load_keystore(ctx, get, bad)
     has_trust = _load_truststore(ctx, get, bad)
-    auth = (get("ssl.client.auth") or "none").strip().lower()
+    # KIP-684: on a SASL_SSL listener only the listener-prefixed ssl.client.auth counts
+    raw_auth = props.get(f"listener.name.{listener.lower()}.ssl.client.auth") if sasl else get("ssl.client.auth")
+    auth = (raw_auth or "none").strip().lower()
     if auth not in _CLIENT_AUTH:
         raise bad("ssl.client.auth", f"{auth!r} is not one of none, requested, required")
     if auth != "none" and not has_trust:
