@@ -10,6 +10,7 @@ certificate. Last, a restart: SCRAM users and PLAIN clients keep working."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import logging
 import os
@@ -187,6 +188,7 @@ def _newer_librdkafka() -> str | None:
     if not libs:
         return None
     d = Path(tempfile.mkdtemp(prefix="krait-rdkafka-"))
+    atexit.register(shutil.rmtree, d, True)
     (d / "librdkafka.so.1").symlink_to(libs[0])
     return str(d)
 
