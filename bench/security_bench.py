@@ -1,6 +1,6 @@
 """Security's cost (issue 14), measured side by side in one run:
 
-    .venv/bin/python bench/security_bench.py [--rounds 3] [--records-100 400000] [--records-1k 120000]
+    .venv/bin/python bench/security_bench.py [--rounds 3] [--records-100 1000000] [--records-1k 300000]
         [--handshake-seconds 3] [--clients 4] [--acls 10000] [--parts tls,handshakes,acls]
         [--quick] [--results FILE]
 
@@ -189,27 +189,36 @@ def produce(conf: dict[str, Any], topic: str, n: int, size: int, meter: Meter,
 
 
 def consume(conf: dict[str, Any], topic: str, expected: int, meter: Meter) -> dict[str, float]:
-    """Read `expected` records from offset 0; the clock starts at the first record
-    (connecting and the first fetch's wait are not what is measured)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Read `expected` records from offset 0 the way `krait perf consume` does: the group
+    coordinator found and the first record read before the clock starts, then batches of
+    up to 100,000; the run's "records" are those after the first."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+    # krait perf consume's settings: prefetch deep enough that the fetcher never waits on us
     c = Consumer({**conf, "group.id": f"secbench-{time.monotonic_ns()}", "enable.auto.commit": False,
-                  "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = False
-    deadline = time.monotonic() + 300
+                  "enable.auto.offset.store": False, "fetch.wait.max.ms": 100, "fetch.max.bytes": 50 << 20,
+                  "max.partition.fetch.bytes": 4 << 20, "queued.min.messages": 1_000_000,
+                  "queued.max.messages.kbytes": 1 << 20, "socket.nagle.disable": True, "check.crcs": False,
+                  "receive.message.max.bytes": 1_000_000_000})
+    tps = [TopicPartition(topic, 0, 0)]
     try:
+        with contextlib.suppress(KafkaException):
+            c.committed(tps, timeout=10)
+        c.assign(tps)
+        deadline = time.monotonic() + 300
+        while not [m for m in c.consume(1, 0.5) if m.error() is None]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: nothing to consume")
+        got = 1
+        meter.start()
         while got < expected and time.monotonic() < deadline:
-            for m in c.consume(10000, 0.5):
-                if m.error() is None:
-                    if not started:
-                        meter.start()
-                        started = True
-                    got += 1
+            msgs = c.consume(min(100_000, expected - got), 0.2)
+            got += sum(1 for m in msgs if m.error() is None) if any(m.error() for m in msgs) else len(msgs)
+        run = meter.stop()
         if got < expected:
             raise RuntimeError(f"{topic}: consumed {got} of {expected}")
-        return meter.stop()
+        run["records"] = expected - 1
+        return run
     finally:
         c.close()
 
@@ -233,9 +242,9 @@ def part_tls(sb: SecureBroker, sizes: list[tuple[int, int]], rounds: int, log: C
                     if direction == "produce":
                         count = n
                         run = produce(protocols[proto], topic, n, size, meter)
-                    else:
-                        count = n + 1  # the producer's warm-up record too
-                        run = consume(protocols[proto], topic, count, meter)
+                    else:  # the producer's warm-up record too, the first record untimed
+                        run = consume(protocols[proto], topic, n + 1, meter)
+                        count = run["records"]
                     run.update(records_per_sec=count / run["wall"], mb_per_sec=count * size / run["wall"] / 1e6,
                                broker_s_per_m=run["broker_cpu"] / count * 1e6)
                     run["bound"] = bound(run)
@@ -263,7 +272,7 @@ def part_tls(sb: SecureBroker, sizes: list[tuple[int, int]], rounds: int, log: C
                     f"{fmt(med(runs, 'client_pct'))} | {fmt(med(runs, 'other_pct'))} | {bounds(runs)} |")
     lines += ["", f"Records per run: {', '.join(f'{n:,} x {s} B' for s, n in sizes)}; producer linger.ms 5, "
                   "batch.size 1 MiB, acks all, no compression, one partition; the consumer's clock starts at its "
-                  "first record. Client CPU % can pass 100 (librdkafka's threads).", ""]
+                  "first record (as `krait perf consume`). Client CPU % can pass 100 (librdkafka's threads).", ""]
     return lines
 
 
@@ -680,12 +689,14 @@ def acl_wire(certs: Any, tmp: str, n_acls: int, records: int, small_records: int
         variants = {"batches (linger.ms 5, up to 1 MiB)": (records, {}),
                     "one record per request": (small_records, {"linger.ms": 0, "batch.num.messages": 1})}
         rows: dict[tuple[str, str], list[dict]] = {}
+        runs_done = 0
         for r in range(rounds):
             order = list(brokers) if r % 2 == 0 else list(reversed(brokers))
             for variant, (n, extra) in variants.items():
                 for label in order:
                     b = brokers[label]
-                    topic = f"{BENCH_PREFIX}acl-{r}-{len(rows)}"
+                    runs_done += 1
+                    topic = f"{BENCH_PREFIX}acl-{runs_done}"
                     create_topic(librdkafka_config(sasl_credentials(b, "SASL_PLAINTEXT", "PLAIN", ADMIN)), topic)
                     conf = librdkafka_config(sasl_credentials(b, "SASL_PLAINTEXT", "PLAIN", ALICE))
                     run = produce(conf, topic, n, 100, Meter(b.broker.proc.pid), extra)
@@ -735,15 +746,15 @@ def git_describe() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--records-100", type=int, default=400_000, help="records of 100 B per run (part 1)")
-    ap.add_argument("--records-1k", type=int, default=120_000, help="records of 1 KiB per run (part 1)")
+    ap.add_argument("--records-100", type=int, default=1_000_000, help="records of 100 B per run (part 1)")
+    ap.add_argument("--records-1k", type=int, default=300_000, help="records of 1 KiB per run (part 1)")
     ap.add_argument("--handshake-seconds", type=float, default=3.0)
     ap.add_argument("--clients", type=int, default=4, help="client processes of part 2")
     ap.add_argument("--acls", type=int, default=10_000)
     ap.add_argument("--acl-calls", type=int, default=100_000, help="authorize() calls per round (part 3a)")
     ap.add_argument("--metadata-topics", type=int, default=100)
-    ap.add_argument("--acl-records", type=int, default=300_000, help="records per batched run (part 3b)")
-    ap.add_argument("--acl-small-records", type=int, default=20_000, help="records per one-per-request run (3b)")
+    ap.add_argument("--acl-records", type=int, default=1_000_000, help="records per batched run (part 3b)")
+    ap.add_argument("--acl-small-records", type=int, default=40_000, help="records per one-per-request run (3b)")
     ap.add_argument("--parts", default="tls,handshakes,acls")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks that everything runs")
     ap.add_argument("--results", help="also append the tables to this file")
