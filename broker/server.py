@@ -24,6 +24,7 @@ from protocol.errors import ProtocolError
 from .security.authenticator import Outcome, SaslAuthenticator
 from .security.quotas import REQUEST, mute, request_throttle
 from .security.tls import certificate_principal
+from .security.tls_transport import TlsProtocol
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -81,6 +82,10 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: tuple | None = None
         self._admitted_ip: str | None = None
+        self._has_slot = False
+        self._raw: asyncio.BaseTransport | None = None  # the socket (under TLS: the TCP transport)
+        #: the protocol the socket's bytes go to: this one, or the TLS layer under it
+        self.gate: asyncio.Protocol = self
         self._buf = bytearray()
         self._pending: deque[_Slot] = deque()
         self._closed = False
@@ -95,20 +100,69 @@ class Connection(asyncio.Protocol):
         self.auth: SaslAuthenticator | None = None
         self._sasl_max = int(broker.config["sasl.server.max.receive.size"])
 
+    # --- connection limits (Kafka's ConnectionQuotas) --------------------------------------
+    def admit(self, raw: asyncio.BaseTransport) -> bool:
+        """At accept time (before any TLS handshake): over max.connections.per.ip the
+        connection is closed; over max.connections it is not read until a slot frees."""
+        limits = self.broker.connection_limits
+        if limits is None or self._admitted_ip is not None:
+            return True
+        peer = raw.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        refused = limits.admit(ip)
+        if refused is not None:
+            log.info("closing connection from %s: %s", peer, refused)
+            self._closed = True
+            raw.close()
+            return False
+        self._admitted_ip = ip
+        self._raw = raw
+        if limits.has_slot():
+            limits.take_slot()
+            self._has_slot = True
+        else:
+            limits.waiting.append(self)  # what arrives meanwhile is kept, not read (data_received)
+        return True
+
+    @property
+    def waiting_slot(self) -> bool:
+        """Accepted over max.connections: nothing is read until a slot frees."""
+        return self._admitted_ip is not None and not self._has_slot
+
+    def _slot_granted(self) -> None:
+        self._has_slot = True
+        raw = self._raw
+        if raw is not None and not raw.is_closing():
+            raw.resume_reading()  # type: ignore[attr-defined]
+            self.gate.data_received(b"")  # what arrived while waiting
+
+    def hold(self, data: bytes) -> None:
+        """Keep bytes that arrived while waiting for a slot, and stop reading."""
+        self._buf += data
+        if self._raw is not None:
+            self._raw.pause_reading()  # type: ignore[attr-defined]
+
+    def _release_slot(self) -> None:
+        limits = self.broker.connection_limits
+        if self._admitted_ip is None or limits is None:
+            return
+        if not self._has_slot:
+            try:
+                limits.waiting.remove(self)
+            except ValueError:
+                pass
+        limits.release(self._admitted_ip, self._has_slot)
+        self._admitted_ip = None
+        while limits.waiting and limits.has_slot():
+            limits.take_slot()
+            limits.waiting.popleft()._slot_granted()
+
     # --- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
-        limits = self.broker.connection_limits
-        if limits is not None:
-            ip = self.peer[0] if self.peer else ""
-            refused = limits.admit(ip)
-            if refused is not None:
-                log.warning("closing connection from %s: %s", self.peer, refused)
-                self._closed = True
-                transport.close()
-                return
-            self._admitted_ip = ip
+        if not self.admit(transport):
+            return
         self.broker.connections.add(self)
         sec = self.security
         if sec is None:
@@ -126,9 +180,7 @@ class Connection(asyncio.Protocol):
         self._closed = True
         self.broker.connections.discard(self)
         self._pending.clear()
-        if self._admitted_ip is not None:
-            self.broker.connection_limits.release(self._admitted_ip)
-            self._admitted_ip = None
+        self._release_slot()
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests too.
@@ -145,6 +197,9 @@ class Connection(asyncio.Protocol):
             self._paused_reading = False
 
     def data_received(self, data: bytes) -> None:
+        if self.waiting_slot:
+            self.hold(data)
+            return
         buf = self._buf
         if buf:
             buf += data
@@ -346,8 +401,13 @@ async def start_listeners(broker: Broker) -> list[asyncio.base_events.Server]:
     for name, sec in broker.listener_security.items():
         lst = sec.listener
         host = None if lst.host in ("", "0.0.0.0") else lst.host
-        server = await loop.create_server(lambda s=sec: Connection(broker, s), host, lst.port, reuse_address=True,
-                                          backlog=1024, ssl=sec.ssl)
+        if sec.ssl is None:
+            def factory(s=sec) -> asyncio.Protocol:
+                return Connection(broker, s)
+        else:
+            def factory(s=sec) -> asyncio.Protocol:
+                return TlsProtocol(s.ssl, Connection(broker, s), s.listener.name)
+        server = await loop.create_server(factory, host, lst.port, reuse_address=True, backlog=1024)
         log.debug("listening on %s (%s)", name, lst.security_protocol)
         servers.append(server)
     return servers

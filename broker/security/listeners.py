@@ -6,7 +6,7 @@ the broker with a message naming it. Also the connection limits (``max.connectio
 from __future__ import annotations
 
 import ssl
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..config import BrokerConfig, ConfigError
@@ -45,6 +45,8 @@ class ConnectionLimits:
     overrides: dict[str, int] = field(default_factory=dict)
     total: int = 0
     by_ip: Counter = field(default_factory=Counter)
+    #: connections accepted over max.connections, not read until a slot frees (oldest first)
+    waiting: deque = field(default_factory=deque)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
@@ -66,18 +68,24 @@ class ConnectionLimits:
         return cls(int(config["max.connections"]), per_ip, overrides)
 
     def admit(self, ip: str) -> str | None:
-        """Count a new connection from ``ip``; the reason it is refused, or None."""
+        """Count a new connection from ``ip`` (Kafka's ConnectionQuotas.inc); the reason it is
+        refused (per-IP cap: closed at once), or None. Over ``max.connections`` it is counted
+        but must wait for a slot (``has_slot`` / ``take_slot``), as Kafka's acceptor waits."""
         cap = self.overrides.get(ip, self.per_ip)
         if self.by_ip[ip] >= cap:
             return f"too many connections from {ip} (max.connections.per.ip {cap})"
-        if self.total >= self.max_connections:
-            return f"too many connections ({self.total}, max.connections {self.max_connections})"
         self.by_ip[ip] += 1
-        self.total += 1
         return None
 
-    def release(self, ip: str) -> None:
-        self.total -= 1
+    def has_slot(self) -> bool:
+        return self.total < self.max_connections
+
+    def take_slot(self) -> None:
+        self.total += 1
+
+    def release(self, ip: str, had_slot: bool) -> None:
+        if had_slot:
+            self.total -= 1
         self.by_ip[ip] -= 1
         if self.by_ip[ip] <= 0:
             del self.by_ip[ip]

@@ -294,9 +294,6 @@ def test_java_mutual_tls(java: dict[str, str]) -> None:
     assert java["mtls"] == f"OK consumed {N}"
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: the handshake failure closes the connection without the TLS "
-                   "alert (see test_tls_faults), so the Java client retries until its timeout instead of raising "
-                   "SslAuthenticationException")
 def test_java_without_client_certificate_refused(java: dict[str, str]) -> None:
     line = java["mtls-no-cert"]
     assert line.startswith("ERROR") and "SslAuthenticationException" in line, line

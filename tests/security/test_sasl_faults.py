@@ -278,8 +278,6 @@ def test_per_ip_override(limited: BrokerProcess) -> None:
             s.close()
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: Krait closes connections over max.connections; Kafka's "
-                   "acceptor waits for a slot (ConnectionQuotas.waitForConnectionSlot)")
 def test_max_connections_waits_for_a_slot(tmp_path) -> None:
     """At max.connections Kafka's acceptor blocks until a connection closes: the extra client
     is not refused, it is answered once a slot frees."""

@@ -157,8 +157,6 @@ def test_broker_wide_client_auth_applies_to_ssl_listeners_only(certs: CertFiles,
         b.kill()
 
 
-@pytest.mark.xfail(strict=True, reason="broker bug: asyncio's SSLProtocol drops the alert OpenSSL wrote when the "
-                   "handshake fails (closes without flushing); Kafka's SslTransportLayer flushes it")
 @pytest.mark.parametrize("tls_version", ["TLSv1_2", "TLSv1_3"])
 def test_missing_client_certificate_answered_with_a_tls_alert(certs: CertFiles, tmp_path, tls_version: str) -> None:
     """ssl.client.auth=required and no client certificate: Kafka's SSLEngine ends the
