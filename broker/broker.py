@@ -11,6 +11,7 @@ into the page cache, which is cheaper than handing them to a thread.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -28,7 +29,9 @@ from .group_driver import CoordinatorDriver
 from .handlers import HANDLERS, load_all
 from .handlers.api_versions import unsupported_version_response
 from .handlers.produce import legacy_produce_response
+from .http import HttpListener, start_http
 from .log_dirs import LogDirs
+from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
 from .replica_manager import LEADER_EPOCH, ReplicaManager
 from .security.authorizer import Authorizer, authorizer_from_configs
@@ -88,6 +91,12 @@ class Broker:
         self._servers: list = []
         self._timers: list[asyncio.Task] = []
         self.stopping = False
+        #: the request, topic and replication counters /metrics reports (broker.metrics)
+        self.metrics = BrokerMetrics()
+        #: krait.http.listener: /metrics, /healthz, /readyz (None when disabled)
+        self.http: HttpListener | None = None
+        #: the Kafka listeners are open (for /readyz)
+        self.serving = False
         #: encoded Metadata bodies by (version, requested topics), for one registry version
         self.metadata_cache: dict[Any, Any] = {}
 
@@ -119,6 +128,11 @@ class Broker:
 
     async def start(self) -> None:
         self.open_storage()
+        try:
+            self.http = await start_http(self)  # a taken port stops start-up here
+        except BaseException:
+            self.logs.shutdown()
+            raise
         if self.config["zookeeper.connect"]:
             self._join_cluster()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics)
@@ -127,6 +141,7 @@ class Broker:
             self.cluster.listeners.append(self.groups.follow_leadership)
             self.cluster.listeners.append(self.transactions.follow_leadership)
         self._servers = await start_listeners(self)
+        self.serving = True
         self._timers = [
             asyncio.ensure_future(self._every(self.config["log.retention.check.interval.ms"] / 1000, self.logs.run_retention)),
             asyncio.ensure_future(self._every(1.0, self.logs.run_flush)),
@@ -159,6 +174,7 @@ class Broker:
         self.cluster = ClusterNode(cfg, self.registry, self.replicas, self._open_replica_log,
                                    self.logs.delete_topic, self._apply_topic_config)
         self.replication = self.cluster.replication
+        self.replication.metrics = self.metrics
         self.topics.cluster = self.cluster
         self.producer_ids.allocate_block = self.cluster.allocate_producer_ids
         try:
@@ -270,6 +286,8 @@ class Broker:
             self.transactions.stop()
         if self.logs is not None:
             self.logs.shutdown()
+        if self.http is not None:
+            await self.http.stop()
         log.info("Krait stopped cleanly")
 
     def track(self, task: asyncio.Task) -> None:
@@ -296,6 +314,26 @@ class Broker:
 
     # --- dispatch -------------------------------------------------------------------------
     def dispatch(self, ctx, frame: bytes):
+        """Answer one request: a value, or an awaitable of one; timed for the request metrics."""
+        started = time.perf_counter()
+        result = self._answer(ctx, frame)
+        key = ctx.header.api_key
+        if not inspect.isawaitable(result):
+            self.metrics.request(key, time.perf_counter() - started)
+        elif isinstance(result, asyncio.Future):
+            # a bare future (a JoinGroup waiting for its rebalance) stays one
+            result.add_done_callback(lambda _: self.metrics.request(key, time.perf_counter() - started))
+        else:
+            result = self._timed(result, key, started)
+        return result
+
+    async def _timed(self, result, key: int, started: float):
+        try:
+            return await result
+        finally:
+            self.metrics.request(key, time.perf_counter() - started)
+
+    def _answer(self, ctx, frame: bytes):
         h = ctx.header
         if h.api_key == ApiKey.API_VERSIONS and not apis.is_supported(h.api_key, h.api_version):
             return unsupported_version_response(h.correlation_id)

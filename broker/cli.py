@@ -13,6 +13,7 @@ import sys
 from storage import dump_log
 
 from .config import BrokerConfig, ConfigError, read_properties
+from .log_format import TEXT_FORMAT, configure_logging
 from .tools import acls_cli, configs_cli, groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli, transactions_cli
 
 log = logging.getLogger("krait")
@@ -73,9 +74,13 @@ def serve(argv: list[str]) -> int:
                    help="set a config key, overriding the file (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format=TEXT_FORMAT)
     try:
-        config = load_config(args.properties, args.override)
+        props = read_properties(args.properties) if args.properties else {}
+        props.update(_parse_overrides(args.override))
+        # before the config is checked, so that its warnings come out in the chosen format
+        configure_logging(props.get("krait.log.format", "text").strip(), args.log_level)
+        config = BrokerConfig.from_props(props)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"krait: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -156,7 +156,13 @@ BROKER_KEYS: dict[str, tuple] = {
     "auto.leader.rebalance.enable": (_bool, "true"),
     "leader.imbalance.check.interval.seconds": (_int, "300"),
     "leader.imbalance.per.broker.percentage": (_int, "10"),
+    # Krait's own keys: the HTTP listener of /metrics, /healthz and /readyz (empty disables
+    # it), and log lines as text or JSON
+    "krait.http.listener": (_str, "127.0.0.1:9644"),
+    "krait.log.format": (_str, "text"),
 }
+#: the ConfigDef-like types of Krait's own keys (DescribeConfigs shows them, unmasked)
+KRAIT_KEY_TYPES = {"krait.http.listener": "STRING", "krait.log.format": "STRING"}
 
 # Keys a Kafka server.properties commonly carries that mean nothing to a single
 # embedded broker: accepted silently so a copied config does not spam warnings.
@@ -296,6 +302,9 @@ class BrokerConfig:
         for p in self.values["log.cleanup.policy"]:
             if p not in ("delete", "compact"):
                 raise ConfigError(f"Invalid value {p} for configuration log.cleanup.policy")
+        if self.values["krait.log.format"] not in ("text", "json"):
+            raise ConfigError(f"Invalid value {self.values['krait.log.format']} for configuration krait.log.format: "
+                              "must be text or json")
         self.listeners  # noqa: B018 - parse now so bad listeners fail at start-up
         self.advertised_listeners  # noqa: B018
 
@@ -451,7 +460,7 @@ def broker_config_synonyms(name: str, match_listener_override: bool) -> list[str
 
 def _type_exact(name: str) -> str | None:
     spec = DYNAMIC_ONLY_KEYS.get(name) or BROKER_QUOTA_KEYS.get(name)
-    return BROKER_KEY_TYPES.get(name) or (spec[0] if spec else None)
+    return BROKER_KEY_TYPES.get(name) or KRAIT_KEY_TYPES.get(name) or (spec[0] if spec else None)
 
 
 def broker_config_type(name: str) -> str | None:

@@ -47,6 +47,8 @@ class Replication:
         self.replicas = replicas
         self.write_isr = write_isr
         self.lag_time_max_ms = lag_time_max_ms
+        #: the broker's metrics (broker.metrics.BrokerMetrics): ISR shrinks and expansions
+        self.metrics = None
         self._tasks: set[asyncio.Task] = set()
 
     @property
@@ -139,11 +141,11 @@ class Replication:
         new = part.with_isr(isr)
         part.isr_update_pending = True
         log.info("%s-%d: %s ISR from %s to %s", part.topic, part.index, why, sorted(part.isr), list(new.isr))
-        task = asyncio.ensure_future(self._write(part, new))
+        task = asyncio.ensure_future(self._write(part, new, why))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, part: Partition, new: PartitionState) -> None:
+    async def _write(self, part: Partition, new: PartitionState, why: str = "") -> None:
         try:
             stored = await self.write_isr(part.tp, new)
         except Exception as exc:
@@ -152,6 +154,11 @@ class Replication:
         part.isr_update_pending = False
         if stored is None:
             return  # someone else (the controller) changed the state: its watch brings it
+        if self.metrics is not None:
+            if why == "shrink":
+                self.metrics.isr_shrinks += 1
+            elif why == "expand":
+                self.metrics.isr_expands += 1
         if self.replicas.partitions.get(part.tp) is part and part.leader_epoch == stored.leader_epoch:
             part.apply(stored, part.assignment, _now_ms())
             # a smaller ISR can move the HW, and acks=all waiters check the ISR size

@@ -36,6 +36,8 @@ class BrokerProcess:
             "log.dirs": self.log_dir,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "group.initial.rebalance.delay.ms": "0",
+            # many brokers run at once here: no HTTP listener unless a test asks for one
+            "krait.http.listener": "",
             **(overrides or {}),
         }
         self.proc: subprocess.Popen | None = None

@@ -170,6 +170,11 @@ def _answer(broker: Broker, ctx: RequestContext, consumer: bool, topics: list[Fe
         if throttle > 0:
             mute(ctx.conn, throttle)
             return encode_fetch_response(version, correlation_id, [], throttle_time_ms=throttle)[0]
+        fetched = broker.metrics.fetched
+        for ft in topics:
+            for fp in ft.partitions:
+                if not fp.error_code:
+                    fetched(ft.name, len(fp.records) if fp.records else 0)
     return chunks
 
 
@@ -190,8 +195,13 @@ def _denied(broker: Broker, ctx: RequestContext, req, version: int) -> frozenset
 async def _long_poll(broker: Broker, ctx: RequestContext, req, consumer, max_bytes, max_wait, keys, denied=None):
     version = ctx.version
     deadline = time.monotonic() + max_wait
-    while True:
-        woke = await broker.replicas.wait_for_appends(keys, deadline - time.monotonic())
-        topics, total, any_error, keys = _read_all(broker, req, version, denied, max_bytes)
-        if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
-            return _answer(broker, ctx, consumer, topics)
+    watched = len(keys)
+    broker.metrics.delay("Fetch", watched)
+    try:
+        while True:
+            woke = await broker.replicas.wait_for_appends(keys, deadline - time.monotonic())
+            topics, total, any_error, keys = _read_all(broker, req, version, denied, max_bytes)
+            if not woke or total >= req.min_bytes or any_error or time.monotonic() >= deadline or broker.stopping:
+                return _answer(broker, ctx, consumer, topics)
+    finally:
+        broker.metrics.delay("Fetch", watched, -1)

@@ -179,6 +179,7 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
     waits: list[tuple[tuple[str, int], int, int]] = []
     entries: dict[tuple[str, int], dict] = {}
     replicated = broker.replicas.replicated
+    produced = broker.metrics.produced
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -193,6 +194,8 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
                 try:
                     res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms, acks=acks,
                                                          verification_guard=guards.get((td.name, pd.index)))
+                    # an idempotent retry's duplicate adds its bytes, not its records again
+                    produced(td.name, 0 if res.duplicate else res.last_offset - res.base_offset + 1, len(pd.records))
                     if replicated and acks == -1:
                         tp = (td.name, pd.index)
                         waits.append((tp, res.last_offset + 1, broker.replicas.leader_epoch_of(*tp)))
@@ -235,7 +238,11 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
 async def _await_replication(broker: Broker, ctx: RequestContext, rtype, topics_out, waits, entries,
                              timeout: float) -> Any:
     """acks=all in cluster mode: answer once the ISR has the records (Kafka's delayed produce)."""
-    codes = await broker.replicas.wait_for_high_watermark(waits, timeout)
+    broker.metrics.delay("Produce", len(waits))
+    try:
+        codes = await broker.replicas.wait_for_high_watermark(waits, timeout)
+    finally:
+        broker.metrics.delay("Produce", len(waits), -1)
     _answer_replicated(entries, codes)
     return make(rtype, responses=topics_out, throttle_time=_throttle(broker, ctx))
 
