@@ -54,6 +54,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     })
     b.start()
     yield b
+    # the kept AdminClients would otherwise retry the stopped broker for the rest of the run
+    for key in [k for k in _ADMINS if k[0] == b.port]:
+        del _ADMINS[key]
     b.stop()
 
 
