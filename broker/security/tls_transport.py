@@ -22,6 +22,7 @@ from typing import Any
 log = logging.getLogger("krait.tls")
 
 _READ_CHUNK = 256 * 1024
+_RECORD = 16 * 1024  # a TLS record's largest plaintext
 #: Kafka's SslTransportLayer has no handshake timeout of its own (connections.max.idle.ms
 #: closes idle ones); asyncio's default is 60 s
 HANDSHAKE_TIMEOUT_S = 60.0
@@ -183,10 +184,20 @@ class TlsProtocol(asyncio.Protocol):
     def send_many(self, chunks: Any) -> None:
         if self.closing or self.raw.is_closing():
             return
+        # small chunks (frame headers, per-partition headers) go into one TLS record together
+        # rather than one record each; large ones (log slices) are written as they are
         write = self.sslobj.write
+        small: list = []
         for c in chunks:
-            if len(c):
+            if len(c) >= _RECORD:
+                if small:
+                    write(b"".join(small))
+                    small = []
                 write(c)
+            elif len(c):
+                small.append(c)
+        if small:
+            write(small[0] if len(small) == 1 else b"".join(small))
         self._flush()
 
     def shutdown(self) -> None:
