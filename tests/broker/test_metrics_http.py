@@ -230,3 +230,18 @@ def test_readiness_reasons_before_start(tmp_path):
         assert readiness(b) == "stopping"
     finally:
         b.logs.shutdown()
+
+
+def test_dashboard_queries_only_metrics_the_broker_exports(http_broker):
+    """docker/grafana/dashboards/krait.json is valid JSON and every metric its queries name
+    is one /metrics has (so a rename cannot silently blank a panel)."""
+    import re
+
+    dash = json.loads((REPO / "docker" / "grafana" / "dashboards" / "krait.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dash["templating"]["list"]]
+    wanted = {n for e in exprs for n in re.findall(r"\bkafka_[a-z_]+", e)}
+    status, text = _get(http_broker.http_port, "/metrics")
+    families = set(re.findall(r"^# TYPE (\S+) (\S+)", text, re.M))
+    exported = {n for n, _ in families} | {f"{n}_bucket" for n, t in families if t == "histogram"}
+    assert wanted and wanted <= exported, wanted - exported
