@@ -16,6 +16,7 @@ import pytest
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.handlers.fetch import fetch as fetch_handler
+from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.security.quotas import QuotaManager
 from broker.tools.wire import WireClient
@@ -118,7 +119,7 @@ def test_parked_read_committed_fetch_wakes_when_a_marker_moves_the_lso(tmp_path)
     plog.append(buf, validate_batches(buf))
     rm = ReplicaManager(m)
     broker = SimpleNamespace(registry=registry, replicas=rm, replication=None, logs=m, stopping=False,
-                             authorizer=None, quotas=QuotaManager.from_originals({}))
+                             authorizer=None, quotas=QuotaManager.from_originals({}), metrics=BrokerMetrics())
     version = 11
     req = make(apis.request_type(ApiKey.FETCH, version), replica_id=-1, max_wait=datetime.timedelta(seconds=10),
                min_bytes=1, max_bytes=1 << 20, isolation_level=1, session_id=0, session_epoch=-1,
