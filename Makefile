@@ -12,6 +12,8 @@ ARGS ?=
 CLUSTER_DIR ?= data/cluster
 CLUSTER_PORT ?= 9092
 ZK_PORT ?= 2181
+# broker N serves /metrics, /healthz, /readyz on CLUSTER_HTTP_PORT + N - 1 (0: none)
+CLUSTER_HTTP_PORT ?= 9644
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +59,7 @@ cluster: $(VENV)/.runtime
 	  { $$SUDO apt-get update -q >/dev/null 2>&1 && \
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null; } || \
 	  { echo "make cluster: could not install the zookeeper package" >&2; exit 1; }; }
-	@$(BIN)/python scripts/cluster.py start --dir "$(CLUSTER_DIR)" --port $(CLUSTER_PORT) --zk-port $(ZK_PORT)
+	@$(BIN)/python scripts/cluster.py start --dir "$(CLUSTER_DIR)" --port $(CLUSTER_PORT) --zk-port $(ZK_PORT) --http-port $(CLUSTER_HTTP_PORT)
 
 # SIGTERM to the brokers (waiting for their clean shutdown), then ZooKeeper. Needs no .venv.
 cluster-stop:

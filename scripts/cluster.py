@@ -228,10 +228,12 @@ def _listens(port: int) -> bool:
         return False
 
 
-def broker_settings(root: Path, node_id: int, port: int, zk_port: int) -> list[str]:
-    """The broker's --override key=value settings."""
+def broker_settings(root: Path, node_id: int, port: int, zk_port: int, http_port: int = 0) -> list[str]:
+    """The broker's --override key=value settings (``http_port``: its metrics and health
+    listener, 0 for none)."""
+    http = f"{HOST}:{http_port}" if http_port else ""
     return [f"node.id={node_id}", f"listeners=PLAINTEXT://{HOST}:{port}", f"log.dirs={root / f'broker-{node_id}'}",
-            f"zookeeper.connect={HOST}:{zk_port}{CHROOT}"]
+            f"zookeeper.connect={HOST}:{zk_port}{CHROOT}", f"krait.http.listener={http}"]
 
 
 def running_broker(root: Path, node_id: int, settings: list[str]) -> int | None:
@@ -278,7 +280,8 @@ def start(args: argparse.Namespace) -> int:
     ports = {n: args.port + n - 1 for n in range(1, BROKERS + 1)}
     running, to_start = {}, {}
     for node_id, port in ports.items():
-        settings = broker_settings(root, node_id, port, args.zk_port)
+        settings = broker_settings(root, node_id, port, args.zk_port,
+                                   args.http_port + node_id - 1 if args.http_port else 0)
         pid = running_broker(root, node_id, settings)
         if pid is not None:
             running[node_id] = pid
@@ -345,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--dir", default=DEFAULT_DIR, help=f"pid files, logs and data (default {DEFAULT_DIR})")
     s.add_argument("--port", type=int, default=9092, help="port of broker 1; broker N listens on port + N - 1")
     s.add_argument("--zk-port", type=int, default=2181, help="ZooKeeper's client port (default 2181)")
+    s.add_argument("--http-port", type=int, default=9644,
+                   help="metrics/health port of broker 1; broker N serves on port + N - 1 (0: none)")
     s.add_argument("--python", default=sys.executable, help="the interpreter that runs the brokers")
     t = sub.add_parser("stop", help="stop the brokers (SIGTERM, waiting for them), then ZooKeeper")
     t.add_argument("--dir", default=DEFAULT_DIR, help=f"the directory `start` used (default {DEFAULT_DIR})")

@@ -75,7 +75,7 @@ def test_make_cluster_starts_three_registered_brokers_and_cluster_stop_ends_them
     cluster_dir = tmp_path / "cluster"
     base, zk_port = _free_port_run(3), free_port()
     ports = [base, base + 1, base + 2]
-    variables = [f"CLUSTER_DIR={cluster_dir}", f"CLUSTER_PORT={base}", f"ZK_PORT={zk_port}"]
+    variables = [f"CLUSTER_DIR={cluster_dir}", f"CLUSTER_PORT={base}", f"ZK_PORT={zk_port}", "CLUSTER_HTTP_PORT=0"]
     pids: dict[str, int] = {}
     try:
         r = _make("cluster", *variables)
