@@ -47,7 +47,8 @@ class Broker:
         self.port = _free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", "--override", f"log.dirs={self.dir}", "--override",
-             f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--log-level", "WARNING"],
+             f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", "krait.http.listener=",
+             "--log-level", "WARNING"],
             cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
