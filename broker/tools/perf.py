@@ -26,6 +26,12 @@ is not the slow part::
   produce-call-to-consume latency.
 * ``consume --client wire`` reads with a Fetch loop on the wire client and counts records
   from batch headers: what the broker can serve, past what a client library can take.
+* ``produce|consume --client java`` runs the Java kafka-clients library (:mod:`.perf_java`,
+  compiled with javac on first use), in ``--producers`` / ``--consumers`` processes, and
+  reports the broker's CPU next to the client's (``--broker-pid``, or the local process
+  listening on the bootstrap port).
+
+Every row names its client (``client`` in ``--json``).
 
 MB here is 2**20 bytes of record values, as in Kafka's tools. Unlimited throughput is
 ``--throughput -1``. ``--json`` prints one JSON object (for bench/compare.py).
@@ -40,6 +46,7 @@ import json
 import sys
 from typing import Any
 
+from .perf_java import run_java
 from .perf_librdkafka import run_consume, run_e2e, run_produce
 from .perf_stats import PerfError
 from .perf_wire import run_consume_wire
@@ -54,26 +61,35 @@ def _fmt_lat(name: str, p: dict[str, Any]) -> str:
             f"p99.9 {p['p999']:.2f}, max {p['max']:.2f} ({p['count']} samples)")
 
 
+def _fmt_cpu(res: dict[str, Any]) -> str:
+    procs = res.get("processes", 1)
+    out = f"client CPU {res['client_cpu_pct']:.0f}%" + (f" ({procs} processes)" if procs > 1 else "")
+    if res.get("broker_cpu_pct") is not None:
+        out += f", broker CPU {res['broker_cpu_pct']:.0f}%"
+        if res.get("broker_cpu_s_per_mrec") is not None:
+            out += f" ({res['broker_cpu_s_per_mrec']:.2f} CPU-s per M records)"
+    return out
+
+
 def format_result(res: dict[str, Any]) -> str:
-    """The human-readable lines of a result."""
+    """The human-readable lines of a result; the first names the client."""
     mode = res.get("mode") if "seconds" in res or "e2e_latency_ms" in res else None
+    client = f"[{res.get('client', 'librdkafka')}] "
     lines = []
     if mode == "produce":
-        lines.append(f"{res['records']} records sent in {res['seconds']:.3f} s, "
-                     f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), "
-                     f"client CPU {res['client_cpu_pct']:.0f}%")
+        lines.append(f"{client}{res['records']} records sent in {res['seconds']:.3f} s, "
+                     f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), {_fmt_cpu(res)}")
         lines.append(_fmt_lat("ack latency", res["ack_latency_ms"]))
     elif mode == "consume":
-        lines.append(f"{res['records']} records consumed in {res['seconds']:.3f} s, "
-                     f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), "
-                     f"client CPU {res['client_cpu_pct']:.0f}%")
+        lines.append(f"{client}{res['records']} records consumed in {res['seconds']:.3f} s, "
+                     f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), {_fmt_cpu(res)}")
     elif mode == "e2e" and "e2e_latency_ms" in res:
-        lines.append(f"{res['records']} records at {res['records_per_sec']:.1f} records/s "
+        lines.append(f"{client}{res['records']} records at {res['records_per_sec']:.1f} records/s "
                      f"(target {res['target_rate']}), {res['received']} received")
         lines.append(_fmt_lat("ack latency", res["ack_latency_ms"]))
         lines.append(_fmt_lat("end-to-end latency", res["e2e_latency_ms"]))
     if res.get("error"):
-        lines.append(f"ERROR: {res['error']}")
+        lines.append(f"{client}ERROR: {res['error']}")
     return "\n".join(lines)
 
 
@@ -109,9 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="extra librdkafka producer property (repeatable)")
         s.add_argument("--consumer-prop", action="append", default=[], metavar="KEY=VALUE",
                        help="extra librdkafka consumer property (repeatable)")
-        s.add_argument("--client", default="librdkafka", choices=["librdkafka", "wire"],
-                       help="consume: librdkafka (confluent-kafka) or a wire-level Fetch loop that counts "
-                            "records from batch headers (MB/s then assumes --record-size)")
+        s.add_argument("--client", default="librdkafka", choices=["librdkafka", "wire", "java"],
+                       help="librdkafka (confluent-kafka); java (the Java kafka-clients library, produce and "
+                            "consume); wire (consume only: a Fetch loop that counts records from batch "
+                            "headers, MB/s then assumes --record-size)")
+        s.add_argument("--consumers", type=int, default=1,
+                       help="--client java consume: consumer processes (partitions shared out p %% N)")
+        s.add_argument("--producers", type=int, default=1,
+                       help="--client java produce: producer processes (records and --throughput split)")
+        s.add_argument("--broker-pid", type=int, default=None,
+                       help="--client java: broker process for its CPU (default: the local listener on the "
+                            "bootstrap port, if any)")
+        s.add_argument("--java-opt", action="append", default=[], metavar="OPT",
+                       help="--client java: extra JVM option (repeatable)")
         s.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -125,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     # during the runs (kio's many objects cost the librdkafka consumer ~10% otherwise).
     gc.freeze()
     try:
-        if args.mode == "consume" and args.client == "wire":
+        if args.client == "java":
+            res = run_java(args)
+        elif args.mode == "consume" and args.client == "wire":
             res = run_consume_wire(args)
         else:
             res = {"produce": run_produce, "consume": run_consume, "e2e": run_e2e}[args.mode](args)
@@ -133,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         res = {"mode": args.mode, "error": str(exc)}
     except Exception as exc:  # a broker failure must show up as a result, not a traceback
         res = {"mode": args.mode, "error": f"{type(exc).__name__}: {exc}"}
+    res.setdefault("client", args.client if args.client != "wire" or args.mode == "consume" else "librdkafka")
     if args.json:
         print(json.dumps(res), flush=True)
     else:
