@@ -21,7 +21,7 @@ from typing import Any
 
 log = logging.getLogger("krait.tls")
 
-_READ_CHUNK = 64 * 1024
+_READ_CHUNK = 256 * 1024
 _RECORD = 16 * 1024  # a TLS record's largest plaintext
 #: Kafka's SslTransportLayer has no handshake timeout of its own (connections.max.idle.ms
 #: closes idle ones); asyncio's default is 60 s
@@ -87,8 +87,6 @@ class TlsProtocol(asyncio.Protocol):
         self.closing = False
         self._app_connected = False
         self._timeout: asyncio.TimerHandle | None = None
-        self._rbuf = bytearray(_READ_CHUNK)
-        self._rview = memoryview(self._rbuf)
 
     # --- the raw side ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -124,12 +122,10 @@ class TlsProtocol(asyncio.Protocol):
             return
         if self.handshaking and not self._handshake():
             return
-        # SSL_read gives one TLS record (<= 16 KiB) per call: decrypt each into one scratch
-        # buffer and hand the application a view of it (it copies into its own frame buffer)
-        rbuf, rview = self._rbuf, self._rview
-        while not self.closing:
+        chunks = []
+        while True:
             try:
-                n = self.sslobj.read(_READ_CHUNK, rbuf)
+                chunk = self.sslobj.read(_READ_CHUNK)
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:  # close_notify
@@ -141,10 +137,12 @@ class TlsProtocol(asyncio.Protocol):
                 self._flush()
                 self.raw.close()
                 return
-            if not n:
+            if not chunk:
                 break
-            self.app.data_received(rview[:n])
+            chunks.append(chunk)
         self._flush()  # session tickets, key updates
+        if chunks and not self.closing:
+            self.app.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     # --- the handshake -------------------------------------------------------------------
     def _handshake(self) -> bool:
