@@ -19,8 +19,8 @@ from protocol.build import make
 from protocol.error_messages import MESSAGES
 from protocol.errors import ErrorCode, KafkaError
 
-from ..security.acls import CLUSTER_NAME
-from ..security.operations import AclOperation, ResourceType
+from ..security import access
+from ..security.operations import AclOperation
 from ..security.quotas import USER_CLIENT_QUOTA_KEYS
 from ..security.store import CLIENT_ID, USER, entity_path
 from . import handles
@@ -119,9 +119,7 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     def entity_out(entity_data: Any) -> list[dict]:
         return [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entity_data]
 
-    auth = broker.authorizer
-    if auth is not None and not auth.authorize(ctx.principal, ctx.client_host, AclOperation.ALTER_CONFIGS,
-                                               ResourceType.CLUSTER, CLUSTER_NAME):
+    if not access.authorize_cluster(broker, ctx, AclOperation.ALTER_CONFIGS):
         code = ErrorCode.cluster_authorization_failed
         return make(resp, throttle_time=0, entries=[
             {"error_code": code, "error_message": MESSAGES[int(code)], "entity": entity_out(e.entity)}

@@ -13,8 +13,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..security.acls import CLUSTER_NAME
-from ..security.operations import AclOperation, ResourceType
+from ..security import access
+from ..security.operations import AclOperation
 from ..security.sasl import SCRAM_MAX_ITERATIONS, SCRAM_MECHANISM_CODES, SCRAM_MIN_ITERATIONS, ScramCredential
 from ..security.store import entity_path
 from . import handles
@@ -37,9 +37,7 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     resp_type = apis.response_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.version)
-    auth = broker.authorizer
-    if auth is not None and not auth.authorize(ctx.principal, ctx.client_host, AclOperation.ALTER,
-                                               ResourceType.CLUSTER, CLUSTER_NAME):
+    if not access.authorize_cluster(broker, ctx, AclOperation.ALTER):
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
         return make(resp_type, throttle_time=0, results=[
             dict(user=u, error_code=ErrorCode.cluster_authorization_failed, error_message=None) for u in users])

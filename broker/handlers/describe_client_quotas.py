@@ -18,8 +18,8 @@ from protocol.build import make
 from protocol.error_messages import MESSAGES
 from protocol.errors import ErrorCode, KafkaError
 
-from ..security.acls import CLUSTER_NAME
-from ..security.operations import AclOperation, ResourceType
+from ..security import access
+from ..security.operations import AclOperation
 from ..security.quotas import USER_CLIENT_QUOTA_KEYS
 from ..security.store import CLIENT_ID, USER, parse_entity_path
 from . import handles
@@ -100,9 +100,7 @@ def describe(entities: dict[str, dict[str, str]], components: Any, strict: bool)
 @handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
 def describe_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     resp = apis.response_type(ApiKey.DESCRIBE_CLIENT_QUOTAS, ctx.version)
-    auth = broker.authorizer
-    if auth is not None and not auth.authorize(ctx.principal, ctx.client_host, AclOperation.DESCRIBE_CONFIGS,
-                                               ResourceType.CLUSTER, CLUSTER_NAME):
+    if not access.authorize_cluster(broker, ctx, AclOperation.DESCRIBE_CONFIGS):
         code = ErrorCode.cluster_authorization_failed
         return make(resp, throttle_time=0, error_code=code, error_message=MESSAGES[int(code)], entries=None)
     try:

@@ -11,8 +11,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode
 
-from ..security.acls import CLUSTER_NAME
-from ..security.operations import AclOperation, ResourceType
+from ..security import access
+from ..security.operations import AclOperation
 from ..security.sasl import SCRAM_MECHANISM_CODES, ScramCredential
 from ..security.store import parse_entity_path
 from . import handles
@@ -44,9 +44,7 @@ def _scram_users(broker: Broker) -> dict[str, list[dict]]:
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     resp_type = apis.response_type(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
-    auth = broker.authorizer
-    if auth is not None and not auth.authorize(ctx.principal, ctx.client_host, AclOperation.DESCRIBE,
-                                               ResourceType.CLUSTER, CLUSTER_NAME):
+    if not access.authorize_cluster(broker, ctx, AclOperation.DESCRIBE):
         return make(resp_type, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
                     error_message=None, results=())
     known = _scram_users(broker)
