@@ -34,6 +34,9 @@ log = logging.getLogger("krait.server")
 
 _SIZE = struct.Struct(">i")
 _NO_RESPONSE = object()
+#: how long a connection refused at SASL stays open after its answer, waiting for the client to
+#: close first (see Connection._close_after_answer)
+_LINGER_S = 1.0
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -89,6 +92,7 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._pending: deque[_Slot] = deque()
         self._closed = False
+        self._draining = False
         self._paused_reading = False
         self._write_paused = False
         #: KIP-219: a client over its quota is not read until then (time.monotonic())
@@ -197,6 +201,8 @@ class Connection(asyncio.Protocol):
             self._paused_reading = False
 
     def data_received(self, data: bytes) -> None:
+        if self._draining:
+            return  # refused: what the client still sends is not read
         if self.waiting_slot:
             self.hold(data)
             return
@@ -315,7 +321,23 @@ class Connection(asyncio.Protocol):
             return
         self._complete(slot, header, outcome.response)
         if outcome.close:
-            self.close()
+            self._close_after_answer()
+
+    def _close_after_answer(self) -> None:
+        """Close a refused connection once its client has read the answer.
+
+        The client closes when it reads the failure, so the connection waits for that (up to
+        _LINGER_S). Closing right after the write lets the answer and the FIN (or TLS
+        close_notify) arrive together, and kafka-python 3.0 drops the bytes it read in the
+        same receive loop as the disconnect: it then reports a bare "socket disconnected"
+        and retries instead of SaslAuthenticationFailed."""
+        self._draining = True
+        if self.transport is None:
+            return
+        if self._paused_reading:
+            self.transport.resume_reading()  # to see the client's close
+            self._paused_reading = False
+        asyncio.get_running_loop().call_later(_LINGER_S, self.close)
 
     def _task_done(self, task: asyncio.Task, slot: _Slot, header: framing.RequestHeader) -> None:
         if self._closed:
