@@ -20,6 +20,7 @@ from typing import Any
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, UnsupportedVersionError
+from protocol.produce_codec import decode_produce_request
 from storage.manager import LogManager
 
 from .cluster.node import ClusterNode
@@ -342,5 +343,9 @@ class Broker:
         handler = HANDLERS.get(h.api_key)
         if handler is None or not apis.is_supported(h.api_key, h.api_version):
             raise UnsupportedVersionError(f"{apis.api_name(h.api_key)} v{h.api_version} (key {h.api_key}) is not served")
-        req = framing.decode_request(h, frame)
+        if h.api_key == ApiKey.PRODUCE:
+            # records stay views into the frame (patched and written in place): no kio copy
+            req = decode_produce_request(frame, h.body_offset, h.api_version)
+        else:
+            req = framing.decode_request(h, frame)
         return handler(self, ctx, req)

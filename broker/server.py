@@ -37,6 +37,10 @@ _NO_RESPONSE = object()
 #: how long a connection refused at SASL stays open after its answer, waiting for the client to
 #: close first (see Connection._close_after_answer)
 _LINGER_S = 1.0
+#: the receive buffer for small frames and frame beginnings; a frame larger than
+#: _LARGE_FRAME still incomplete there is read into a buffer of its own
+_SCRATCH = 64 * 1024
+_LARGE_FRAME = 16 * 1024
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -76,7 +80,7 @@ class _Slot:
         self.done = False
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, security: ListenerSecurity | None = None):
         self.broker = broker
         self.security = security
@@ -89,7 +93,10 @@ class Connection(asyncio.Protocol):
         self._raw: asyncio.BaseTransport | None = None  # the socket (under TLS: the TCP transport)
         #: the protocol the socket's bytes go to: this one, or the TLS layer under it
         self.gate: asyncio.Protocol = self
-        self._buf = bytearray()
+        self._rbuf = bytearray(_SCRATCH)
+        self._rstart = self._rend = 0  # the scratch buffer's unread bytes
+        self._frame: bytearray | None = None  # a large frame being read into its own buffer
+        self._ffill = 0
         self._pending: deque[_Slot] = deque()
         self._closed = False
         self._draining = False
@@ -139,12 +146,6 @@ class Connection(asyncio.Protocol):
         if raw is not None and not raw.is_closing():
             raw.resume_reading()  # type: ignore[attr-defined]
             self.gate.data_received(b"")  # what arrived while waiting
-
-    def hold(self, data: bytes) -> None:
-        """Keep bytes that arrived while waiting for a slot, and stop reading."""
-        self._buf += data
-        if self._raw is not None:
-            self._raw.pause_reading()  # type: ignore[attr-defined]
 
     def _release_slot(self) -> None:
         limits = self.broker.connection_limits
@@ -200,19 +201,59 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
             self._paused_reading = False
 
-    def data_received(self, data: bytes) -> None:
+    # --- receiving (asyncio.BufferedProtocol) ---------------------------------------------
+    # The socket reads into this connection's buffers, not into a new bytes object per read:
+    # small frames (and the start of every frame) land in a fixed scratch buffer, and a large
+    # frame (a produce request) is read by the kernel straight into a bytearray of its own.
+    # That bytearray becomes the request's frame: a produce request's records stay views
+    # into it, offsets are patched there and it is written to the log as it is (no copy in
+    # user space between the socket and the segment file).
+    def get_buffer(self, sizehint: int) -> memoryview:
+        frame = self._frame
+        if frame is not None:
+            return memoryview(frame)[self._ffill:]
+        if self._rend == _SCRATCH:
+            self._compact()
+        return memoryview(self._rbuf)[self._rend:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._draining:
+            self._rstart = self._rend = 0
             return  # refused: what the client still sends is not read
-        if self.waiting_slot:
-            self.hold(data)
+        frame = self._frame
+        if frame is not None:
+            self._ffill += nbytes
+            if self._ffill < len(frame):
+                return
+            self._frame = None
+            self._handle_frame(frame)
+            if not self._closed:
+                self._backpressure()
             return
-        buf = self._buf
-        if buf:
-            buf += data
-        else:
-            buf = self._buf = bytearray(data)
-        pos = 0
-        end = len(buf)
+        self._rend += nbytes
+        if self.waiting_slot:
+            # over max.connections: kept, not read, until a slot frees (_slot_granted)
+            if self._raw is not None:
+                self._raw.pause_reading()  # type: ignore[attr-defined]
+            return
+        self._frames()
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes from the TLS layer (or b"" to go on with what is buffered)."""
+        view = memoryview(data)
+        while view and not self._closed:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+        if not data and not self.waiting_slot:
+            self._frames()
+
+    def _frames(self) -> None:
+        """Handle the whole frames in the scratch buffer; move a large partial one out."""
+        buf = self._rbuf
+        pos, end = self._rstart, self._rend
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             auth = self.auth
@@ -227,15 +268,33 @@ class Connection(asyncio.Protocol):
                             self.peer, size, self._max_request)
                 self.close()
                 return
-            if end - pos - 4 < size:
+            have = end - pos - 4
+            if have < size:
+                if size > _LARGE_FRAME:
+                    # the rest is read straight into the frame's own buffer (get_buffer)
+                    frame = self._frame = bytearray(size)
+                    frame[:have] = memoryview(buf)[pos + 4 : end]
+                    self._ffill = have
+                    pos = end
                 break
-            frame = bytes(memoryview(buf)[pos + 4 : pos + 4 + size])
             pos += 4 + size
-            self._handle_frame(frame)
+            self._handle_frame(buf[pos - size : pos])  # a bytearray of its own
             if self._closed:
                 return
-        if pos:
-            del buf[:pos]
+        if pos == end:
+            self._rstart = self._rend = 0
+        else:
+            self._rstart = pos
+            if _SCRATCH - end < _LARGE_FRAME:
+                self._compact()  # room for the rest of a small frame
+        self._backpressure()
+
+    def _compact(self) -> None:
+        start, end = self._rstart, self._rend
+        self._rbuf[: end - start] = memoryview(self._rbuf)[start:end]
+        self._rstart, self._rend = 0, end - start
+
+    def _backpressure(self) -> None:
         if len(self._pending) >= 256 and not self._paused_reading and self.transport is not None:
             # Too many requests in flight on one connection: let TCP push back.
             self.transport.pause_reading()

@@ -172,7 +172,7 @@ class PartitionLog(TransactionalLog):
 
     # --- append --------------------------------------------------------------------
 
-    def append(self, buf: bytearray, headers: list[BatchHeader], *, leader_epoch: int = 0,
+    def append(self, buf: bytearray | memoryview, headers: list[BatchHeader], *, leader_epoch: int = 0,
                log_append_time_ms: int | None = None, verification_guard: VerificationGuard | None = None,
                coordinator: bool = False) -> AppendResult:
         """Assign offsets to batches in ``buf``, stamp ``leader_epoch`` into them and write

@@ -51,7 +51,7 @@ class ValidatedAppend:
     """Batches ready for :meth:`storage.log.PartitionLog.append`: the bytes to write (the
     producer's own, or re-compressed) and their headers."""
 
-    buffer: bytearray
+    buffer: bytearray | memoryview
     headers: list[BatchHeader]
 
 
@@ -86,7 +86,11 @@ def validate_for_append(records: bytes | bytearray | memoryview, config: LogConf
         records = recompress(records, headers, target)
         headers = validate_batches(records, from_client=False)
         _check_sizes(headers, max_bytes)
-    return ValidatedAppend(records if isinstance(records, bytearray) else bytearray(records), headers)
+    if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+        # the log patches offsets in place: a writable buffer (the request frame's own, see
+        # broker/server.py) is used as it is, anything else is copied once
+        return ValidatedAppend(records, headers)
+    return ValidatedAppend(bytearray(records), headers)
 
 
 def _check_sizes(headers: list[BatchHeader], max_bytes: int) -> None:

@@ -14,17 +14,16 @@ any existence check, so that a topic's existence does not leak)."""
 
 from __future__ import annotations
 
-import datetime
 import inspect
 import logging
 import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol import apis, framing
+from protocol import framing
 from protocol.apis import ApiKey
-from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.produce_codec import encode_produce_response
 from protocol.records import ATTR_TRANSACTIONAL, HEADER_SIZE, parse_header
 from storage.transactions import SENTINEL_GUARD
 from storage.validator import RecordValidationError
@@ -203,13 +202,12 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
                     entry["base_offset"] = res.base_offset
                     entry["log_start_offset"] = res.log_start_offset
                     if res.log_append_time_ms >= 0:
-                        entry["log_append_time"] = datetime.datetime.fromtimestamp(
-                            res.log_append_time_ms / 1000, tz=datetime.UTC)
+                        entry["log_append_time"] = res.log_append_time_ms
                 except KafkaError as exc:
                     entry["error_code"] = exc.error_code
                     entry["error_message"] = exc.message
                     if isinstance(exc, RecordValidationError):
-                        # make() drops both fields for versions before 8
+                        # the encoder drops both fields for versions before 8
                         entry["record_errors"] = [dict(batch_index=i, batch_index_error_message=m)
                                                   for i, m in exc.record_errors]
                         entry["log_start_offset"] = exc.log_start_offset
@@ -226,16 +224,20 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
         # no answer, but the byte rate still counts: the connection is muted (Kafka)
         mute(ctx.conn, produce_throttle(broker, ctx, ctx.size))
         return None
-    rtype = apis.response_type(ApiKey.PRODUCE, ctx.version)
     if waits:
         codes = {tp: broker.replicas.replicated_to(tp[0], tp[1], required, epoch) for tp, required, epoch in waits}
         if any(c is None for c in codes.values()):
-            return _await_replication(broker, ctx, rtype, topics_out, waits, entries, req.timeout.total_seconds())
+            return _await_replication(broker, ctx, topics_out, waits, entries, req.timeout.total_seconds())
         _answer_replicated(entries, codes)
-    return make(rtype, responses=topics_out, throttle_time=_throttle(broker, ctx))
+    return _response(broker, ctx, topics_out)
 
 
-async def _await_replication(broker: Broker, ctx: RequestContext, rtype, topics_out, waits, entries,
+def _response(broker: Broker, ctx: RequestContext, topics_out: list[dict]) -> bytearray:
+    """The answer's frame, encoded by hand (protocol.produce_codec) rather than through kio."""
+    return encode_produce_response(ctx.version, ctx.header.correlation_id, topics_out, _throttle(broker, ctx))
+
+
+async def _await_replication(broker: Broker, ctx: RequestContext, topics_out, waits, entries,
                              timeout: float) -> Any:
     """acks=all in cluster mode: answer once the ISR has the records (Kafka's delayed produce)."""
     broker.metrics.delay("Produce", len(waits))
@@ -244,7 +246,7 @@ async def _await_replication(broker: Broker, ctx: RequestContext, rtype, topics_
     finally:
         broker.metrics.delay("Produce", len(waits), -1)
     _answer_replicated(entries, codes)
-    return make(rtype, responses=topics_out, throttle_time=_throttle(broker, ctx))
+    return _response(broker, ctx, topics_out)
 
 
 def _throttle(broker: Broker, ctx: RequestContext) -> int:
