@@ -318,21 +318,26 @@ class Broker:
         """Answer one request: a value, or an awaitable of one; timed for the request metrics."""
         started = time.perf_counter()
         result = self._answer(ctx, frame)
-        key = ctx.header.api_key
         if not inspect.isawaitable(result):
-            self.metrics.request(key, time.perf_counter() - started)
+            self._record(ctx, started)
         elif isinstance(result, asyncio.Future):
             # a bare future (a JoinGroup waiting for its rebalance) stays one
-            result.add_done_callback(lambda _: self.metrics.request(key, time.perf_counter() - started))
+            result.add_done_callback(lambda _: self._record(ctx, started))
         else:
-            result = self._timed(result, key, started)
+            result = self._timed(result, ctx, started)
         return result
 
-    async def _timed(self, result, key: int, started: float):
+    def _record(self, ctx, started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.metrics.request(ctx.header.api_key, seconds)
+        if ctx.metric_name is not None:
+            self.metrics.request(ctx.metric_name, seconds)
+
+    async def _timed(self, result, ctx, started: float):
         try:
             return await result
         finally:
-            self.metrics.request(key, time.perf_counter() - started)
+            self._record(ctx, started)
 
     def _answer(self, ctx, frame: bytes):
         h = ctx.header

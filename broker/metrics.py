@@ -59,8 +59,9 @@ class BrokerMetrics:
         self.produce_requests: dict[str, int] = {}
         #: topic -> partitions read by consumers' Fetch requests (Kafka's TotalFetchRequestsPerSec)
         self.fetch_requests: dict[str, int] = {}
-        #: api key -> [count per latency bucket..., count above the last bound, sum in ms]
-        self.requests: dict[int, list] = {}
+        #: api key (or Kafka's extra name: FetchConsumer, FetchFollower) ->
+        #: [count per latency bucket..., count above the last bound, sum in ms]
+        self.requests: dict[int | str, list] = {}
         #: cluster mode: ISR changes this broker made as a leader
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -78,7 +79,7 @@ class BrokerMetrics:
         self.bytes_out[topic] = self.bytes_out.get(topic, 0) + size
         self.fetch_requests[topic] = self.fetch_requests.get(topic, 0) + 1
 
-    def request(self, api_key: int, seconds: float) -> None:
+    def request(self, api_key: int | str, seconds: float) -> None:
         """One request answered after ``seconds``."""
         ms = seconds * 1000.0
         st = self.requests.get(api_key)
@@ -129,8 +130,8 @@ class KafkaCollector:
         hist = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                      "Request total time in milliseconds (arrival to response queued)",
                                      labels=["request"])
-        for key, st in sorted(m.requests.items()):
-            name = kafka_api_name(key)
+        for key, st in sorted(m.requests.items(), key=lambda kv: str(kv[0])):
+            name = key if isinstance(key, str) else kafka_api_name(key)
             buckets, acc = [], 0
             for bound, n in zip((*LATENCY_BUCKETS_MS, float("inf")), st[:-1], strict=True):
                 acc += n

@@ -47,11 +47,13 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 class RequestContext:
-    __slots__ = ("header", "conn", "client_host", "client_port", "size")
+    __slots__ = ("header", "conn", "client_host", "client_port", "size", "metric_name")
 
     def __init__(self, header: framing.RequestHeader, conn: Connection, size: int = 0):
         self.header = header
         self.conn = conn
+        #: a second request-metrics name besides the API's (Kafka: FetchConsumer / FetchFollower)
+        self.metric_name: str | None = None
         #: the request's size in bytes, header included (Kafka's request.sizeInBytes)
         self.size = size
         peer = conn.peer

@@ -151,6 +151,7 @@ def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         return chunks
     denied = None if broker.authorizer is None else _denied(broker, ctx, req, version)
     consumer = broker.replication is None or _replica_id(req, version) < 0
+    ctx.metric_name = "FetchConsumer" if consumer else "FetchFollower"
     # a consumer's fetch is capped to what its quota allows in one window (Kafka)
     max_bytes = fetch_max_bytes(broker, ctx, req.max_bytes) if consumer else req.max_bytes
     topics, total, any_error, keys = _read_all(broker, req, version, denied, max_bytes)

@@ -135,6 +135,10 @@ def test_scrape_counts_what_was_produced_and_consumed(http_broker):
     assert value(after, "kafka_consumergroup_lag", consumergroup=group, topic=topic, partition="1") == 0
     for api in ("Fetch", "OffsetCommit", "Metadata", "ApiVersions", "CreateTopics"):
         assert value(after, "kafka_network_requestmetrics_requests_total", request=api) >= 1, api
+    # Kafka also counts every Fetch under the fetcher's kind: here all are consumers'
+    assert value(after, "kafka_network_requestmetrics_requests_total", request="FetchConsumer") \
+        == value(after, "kafka_network_requestmetrics_requests_total", request="Fetch")
+    assert value(after, "kafka_network_requestmetrics_requests_total", request="FetchFollower") == 0
     # the latency histogram counts the same requests, in cumulative buckets
     for api in ("Produce", "Fetch"):
         count = value(after, "kafka_network_requestmetrics_totaltimems_count", request=api)

@@ -42,6 +42,11 @@ def test_cluster_metrics_and_readiness(tmp_path, zk_connect):
         wait_for(lambda: all(value(scrape(port), "kafka_log_log_logendoffset", topic="watched", partition="0") == n
                              for port in ports.values()), what="every replica has the records")
         assert value(scrape(ports[leader]), "kafka_server_replicamanager_leadercount") >= 1
+        # the followers' fetches count as Kafka counts them: Fetch and FetchFollower
+        s = scrape(ports[leader])
+        assert value(s, "kafka_network_requestmetrics_requests_total", request="FetchFollower") >= 1
+        assert value(s, "kafka_network_requestmetrics_requests_total", request="Fetch") >= \
+            value(s, "kafka_network_requestmetrics_requests_total", request="FetchFollower")
 
         follower = next(b for b in ports if b != leader)
         cl.freeze(follower)
