@@ -1,7 +1,9 @@
 """Before/after for the broker alone: two Krait trees (e.g. a `git worktree` of an older
 commit and this checkout) each run as a broker subprocess, driven alternately by the same
 client (`krait perf` of this checkout), so that only the broker differs between the two
-columns. Prints the median of the rounds and the after/before ratio per workload.
+columns. Prints the median of the rounds and the after/before ratio per workload: records/s
+(which the client may bound) and the broker's CPU-seconds per million records (which it
+does not).
 
     git worktree add /tmp/krait-before <commit>
     .venv/bin/python bench/ab_brokers.py --before /tmp/krait-before --after . --rounds 5
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -59,6 +62,13 @@ class Broker:
                 time.sleep(0.1)
         raise RuntimeError(f"broker from {tree} did not start")
 
+    def cpu_s(self) -> float:
+        """user + system CPU seconds of the broker process so far"""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tick
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
@@ -84,21 +94,26 @@ def main() -> int:
         i = wargs.index("--num-records") + 1
         wargs[i] = str(int(int(wargs[i]) * args.scale))
     results: dict[str, dict[str, list[float]]] = {w: {"before": [], "after": []} for w in WORKLOADS}
+    cpu: dict[str, dict[str, list[float]]] = {w: {"before": [], "after": []} for w in WORKLOADS}
     for r in range(args.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
         for side in order:
             broker = Broker(args.before if side == "before" else args.after)
             try:
                 for w, (mode, topic, wargs) in WORKLOADS.items():
+                    cpu0 = broker.cpu_s()
                     res = _perf(mode, wargs, f"127.0.0.1:{broker.port}", topic)
                     results[w][side].append(float(res["records_per_sec"]))
+                    cpu[w][side].append((broker.cpu_s() - cpu0) / (int(res["records"]) / 1e6))
             finally:
                 broker.stop()
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    print(f"{'workload':24} {'before rec/s':>14} {'after rec/s':>14} {'after/before':>13}")
+    print(f"{'workload':24} {'before rec/s':>14} {'after rec/s':>14} {'after/before':>13}"
+          f" {'before CPU-s/M':>15} {'after CPU-s/M':>14} {'after/before':>13}")
     for w, sides in results.items():
         b, a = statistics.median(sides["before"]), statistics.median(sides["after"])
-        print(f"{w:24} {b:14,.0f} {a:14,.0f} {a / b:13.2f}")
+        cb, ca = statistics.median(cpu[w]["before"]), statistics.median(cpu[w]["after"])
+        print(f"{w:24} {b:14,.0f} {a:14,.0f} {a / b:13.2f} {cb:15.2f} {ca:14.2f} {ca / cb:13.2f}")
     return 0
 
 
