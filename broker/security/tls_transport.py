@@ -21,7 +21,6 @@ from typing import Any
 
 log = logging.getLogger("krait.tls")
 
-_READ_CHUNK = 256 * 1024
 _RECORD = 16 * 1024  # a TLS record's largest plaintext
 #: Kafka's SslTransportLayer has no handshake timeout of its own (connections.max.idle.ms
 #: closes idle ones); asyncio's default is 60 s
@@ -74,9 +73,9 @@ class TlsTransport(asyncio.Transport):
 
 
 class TlsProtocol(asyncio.Protocol):
-    """Server-side TLS under ``app`` (an asyncio.Protocol: the broker's Connection)."""
+    """Server-side TLS under ``app`` (an asyncio.BufferedProtocol: the broker's Connection)."""
 
-    def __init__(self, context: ssl.SSLContext, app: asyncio.Protocol, listener: str = "") -> None:
+    def __init__(self, context: ssl.SSLContext, app: asyncio.BufferedProtocol, listener: str = "") -> None:
         self.incoming = ssl.MemoryBIO()
         self.outgoing = ssl.MemoryBIO()
         self.sslobj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
@@ -122,10 +121,13 @@ class TlsProtocol(asyncio.Protocol):
             return
         if self.handshaking and not self._handshake():
             return
-        chunks = []
-        while True:
+        # decrypt straight into the connection's receive buffers (BufferedProtocol): no bytes
+        # object per TLS record and no join
+        app = self.app
+        while not self.closing:
+            buf = app.get_buffer(-1)
             try:
-                chunk = self.sslobj.read(_READ_CHUNK)
+                n = self.sslobj.read(len(buf), buf)
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:  # close_notify
@@ -137,12 +139,10 @@ class TlsProtocol(asyncio.Protocol):
                 self._flush()
                 self.raw.close()
                 return
-            if not chunk:
+            if not n:
                 break
-            chunks.append(chunk)
+            app.buffer_updated(n)
         self._flush()  # session tickets, key updates
-        if chunks and not self.closing:
-            self.app.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     # --- the handshake -------------------------------------------------------------------
     def _handshake(self) -> bool:
