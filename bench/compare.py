@@ -18,22 +18,35 @@ started instance with an empty data dir:
 1. throughput: produce 100 B (1 partition, acks=1, no compression), consume it; the same
    with 1 KiB records; 8 partitions acks=all lz4 100 B, consume it; end-to-end latency at
    a fixed 10,000 records/s (``krait perf`` over librdkafka, one client process at a time);
+   for 100 B and 1 KiB the Java client too (``--client java``; its producer writes a topic
+   of its own, its consumer reads what librdkafka wrote), and for every consume the
+   wire-level consumer (``--client wire``: what the broker can serve past any client
+   library); then the ingest ceiling: ``krait perf produce --client wire``, pre-built
+   batches of 1,000 x 100 B over 4 connections to 4 partitions, what one broker process
+   accepts;
 2. idle connections: 1,000 sockets each send ApiVersions + Metadata once and then stay
    idle; the broker's RSS growth (psutil, the process and its children);
 3. partitions: a topic of 5,000 partitions (``--partition-layout 50x100`` for 50 topics of
    100): creation time, RSS, Metadata p99 over 200 requests, then SIGTERM, restart, and
    the time until Metadata answers with every partition again.
 
+Every client run is also measured with the broker's CPU: CPU-seconds per million records
+and per GiB of record values, for Krait and the peers alike. That is the broker's own cost
+and does not depend on which side was the bound (a librdkafka client at 100 % of a core
+bounds records/s long before Krait does). ``--quick`` skips the Java rows (a JVM per run
+would double the smoke test; tests/broker/test_perf_java.py covers that client).
+
 The table holds the median over rounds per metric and the Krait/peer ratio (for metrics
 marked "lower is better" a ratio below 1 favours Krait). A workload that fails on a
 broker (error, timeout, crash, wrong count) becomes "n/a" with its reason; the runner
-goes on. Results are appended to bench/RESULTS.md (date, commit, machine, table).
+goes on. Results are appended to bench/RESULTS.md (date, commit, machine, table), and a
+PNG per workload goes to bench/charts/ (charts.py).
 ``--profile DIR`` runs py-spy on the Krait broker during the chosen workloads of the
 first round and writes raw (collapsed) stacks and a top-frames summary there.
 
 This module is the entry point and the runner (sessions, rounds); the brokers are in
-peers.py, the workloads in workloads.py, the table and results file in report.py, py-spy
-in profiler.py.
+peers.py, the workloads in workloads.py, the table and results file in report.py, the
+charts in charts.py, py-spy in profiler.py.
 """
 
 from __future__ import annotations
@@ -48,7 +61,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# bench/ is on sys.path (this is a script); peers puts the checkout there too
+# bench/ is on sys.path (this is a script); peers (imported first by each) puts the checkout there too
+from charts import CHARTS, write_charts
 from peers import KINDS, BrokerDied, BrokerKind, Running
 from profiler import Profiler
 from report import RESULTS, append_results, fmt, render, write_json
@@ -79,8 +93,8 @@ def _session(kind: BrokerKind, workdir: Path, round_no: int, wanted: list[str], 
                         vals = run_workload(w, b, sizes, produced)
                     b.check_alive()
                     if w in THROUGHPUT and vals.get("seconds"):
-                        # broker CPU over the whole client run (set-up included): 100% = one core
-                        vals["broker_cpu_pct"] = 100 * (b.cpu_s() - cpu0) / (time.perf_counter() - t0)
+                        # broker CPU over the whole workload (set-up included): 100% = one core
+                        vals.setdefault("broker_cpu_pct", 100 * (b.cpu_s() - cpu0) / (time.perf_counter() - t0))
                     oc = Outcome(values=vals)
                     if "startup_error" in vals:
                         oc.error = vals["startup_error"]
@@ -116,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=str(RESULTS), help="markdown file the results are appended to")
     p.add_argument("--no-results-file", action="store_true", help="print only, do not append to the results file")
     p.add_argument("--json-out", default=None, help="also write every round's raw values as JSON here")
+    p.add_argument("--charts-dir", default=None,
+                   help="write the PNG charts here (default: bench/charts/, not with --no-results-file)")
     p.add_argument("--profile", default=None, metavar="DIR",
                    help="py-spy the Krait broker during --profile-workloads of the first round")
     p.add_argument("--profile-workloads", default="produce-100B,consume-100B")
@@ -171,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + text, flush=True)
     if args.json_out:
         write_json(args.json_out, results)
+    if args.charts_dir or not args.no_results_file:
+        out_dir = Path(args.charts_dir) if args.charts_dir else CHARTS
+        for path in write_charts(results, brokers, wanted, out_dir, title=text.split("\n", 1)[0].lstrip("# ")):
+            log(f"chart: {path}")
     if not args.no_results_file:
         log(f"appended to {append_results(args.results, text)}")
     return 0

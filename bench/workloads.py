@@ -34,18 +34,26 @@ class Sizes:
     partitions: int = 5000
     partition_layout: str = "1x5000"
     metadata_requests: int = 200
+    #: ingest-ceiling: records of 100 B sent by the wire producer, in batches of 1,000
+    ingest: int = 10_000_000
+    ingest_connections: int = 4
+    #: also run the Java client (produce/consume 100 B and 1 KiB)
+    java: bool = True
     timeout: float = 300.0
 
     @classmethod
     def make(cls, scale: float, quick: bool, layout: str | None) -> Sizes:
         if quick:
+            # no Java rows: a JVM per run would double the smoke test (tests/broker/test_perf_java.py
+            # covers the Java client)
             s = cls(n100=20_000, n1k=5_000, n8=20_000, e2e_seconds=0.5, idle_conns=20, partitions=50,
-                    partition_layout="1x50", metadata_requests=20, timeout=60.0)
+                    partition_layout="1x50", metadata_requests=20, ingest=40_000, java=False, timeout=60.0)
         else:
             s = cls()
             s.n100 = max(1000, int(s.n100 * scale))
             s.n1k = max(1000, int(s.n1k * scale))
             s.n8 = max(1000, int(s.n8 * scale))
+            s.ingest = max(10_000, int(s.ingest * scale))
             s.e2e_seconds = max(1.0, s.e2e_seconds * scale)
         if layout:
             s.partition_layout = layout
@@ -57,8 +65,8 @@ class WorkloadFailed(Exception):
 
 
 WORKLOADS = ["produce-100B", "consume-100B", "produce-1KiB", "consume-1KiB", "produce-8p-lz4-all",
-             "consume-8p-lz4", "e2e-10k", "idle-conns", "partitions"]
-THROUGHPUT = WORKLOADS[:7]
+             "consume-8p-lz4", "e2e-10k", "ingest-ceiling", "idle-conns", "partitions"]
+THROUGHPUT = WORKLOADS[:8]
 
 
 @dataclass
@@ -69,27 +77,39 @@ class Outcome:
 
 def run_workload(w: str, b: Running, sizes: Sizes, produced: dict) -> dict:
     """Workload w on the running broker b -> its values; produced carries record counts from
-    a produce workload to the consume workload after it."""
+    a produce workload to the consume workload after it. Every client run is measured
+    with the broker's CPU-seconds over it (``cpu_s_per_mrec``, ``cpu_s_per_gib``, prefixed
+    ``wire_`` / ``java_`` for those clients)."""
     t = sizes.timeout
     bs = b.bootstrap
     if w == "produce-100B":
-        r = run_perf("produce", bs, "bench-100B", sizes.n100, 100, 1, "1", "none", t)
+        r = _produce(b, "bench-100B", sizes.n100, 100, 1, "1", "none", t)
         produced["100B"] = sizes.n100
-        return _produce_metrics(r)
+        if sizes.java:
+            r.update(_java(b, "produce", "bench-100B-java", sizes.n100, 100, t))
+        return r
     if w == "consume-100B":
-        return _consume(bs, "bench-100B", produced.get("100B", sizes.n100), 100, t)
+        r = _consume(b, "bench-100B", produced.get("100B", sizes.n100), 100, t)
+        if sizes.java:
+            r.update(_java(b, "consume", "bench-100B", produced.get("100B", sizes.n100), 100, t))
+        return r
     if w == "produce-1KiB":
-        r = run_perf("produce", bs, "bench-1KiB", sizes.n1k, 1024, 1, "1", "none", t)
+        r = _produce(b, "bench-1KiB", sizes.n1k, 1024, 1, "1", "none", t)
         produced["1KiB"] = sizes.n1k
-        return _produce_metrics(r)
+        if sizes.java:
+            r.update(_java(b, "produce", "bench-1KiB-java", sizes.n1k, 1024, t))
+        return r
     if w == "consume-1KiB":
-        return _consume(bs, "bench-1KiB", produced.get("1KiB", sizes.n1k), 1024, t)
+        r = _consume(b, "bench-1KiB", produced.get("1KiB", sizes.n1k), 1024, t)
+        if sizes.java:
+            r.update(_java(b, "consume", "bench-1KiB", produced.get("1KiB", sizes.n1k), 1024, t))
+        return r
     if w == "produce-8p-lz4-all":
-        r = run_perf("produce", bs, "bench-8p-lz4", sizes.n8, 100, 8, "all", "lz4", t)
+        r = _produce(b, "bench-8p-lz4", sizes.n8, 100, 8, "all", "lz4", t)
         produced["8p"] = sizes.n8
-        return _produce_metrics(r)
+        return r
     if w == "consume-8p-lz4":
-        return _consume(bs, "bench-8p-lz4", produced.get("8p", sizes.n8), 100, t)
+        return _consume(b, "bench-8p-lz4", produced.get("8p", sizes.n8), 100, t)
     if w == "e2e-10k":
         n = int(sizes.e2e_rate * sizes.e2e_seconds)
         r = run_perf("e2e", bs, "bench-e2e", n, 100, 1, "1", "none", t, ["--throughput", str(sizes.e2e_rate)])
@@ -97,6 +117,13 @@ def run_workload(w: str, b: Running, sizes: Sizes, produced: dict) -> dict:
         return {"e2e_p50": e["p50"], "e2e_p99": e["p99"], "e2e_p999": e["p999"],
                 "ack_p99": r["ack_latency_ms"]["p99"], "records_per_sec": r["records_per_sec"],
                 "seconds": r["seconds"]}
+    if w == "ingest-ceiling":
+        c = sizes.ingest_connections
+        r, cpu = _measured(b, "produce", "bench-ingest", sizes.ingest, 100, c, "1", "none", t,
+                           ["--client", "wire", "--producers", str(c), "--broker-pid", str(b.proc.pid)])
+        return {"records_per_sec": r["records_per_sec"], "mb_per_sec": r["mb_per_sec"], "seconds": r["seconds"],
+                "client_cpu_pct": r.get("client_cpu_pct"), "broker_cpu_pct": r.get("broker_cpu_pct") or 0.0,
+                **_cost("", cpu, r["records"], 100)}
     if w == "idle-conns":
         return idle_conns_workload(b, sizes)
     if w == "partitions":
@@ -104,16 +131,51 @@ def run_workload(w: str, b: Running, sizes: Sizes, produced: dict) -> dict:
     raise ValueError(f"unknown workload {w}")
 
 
-def _consume(bs: str, topic: str, n: int, size: int, t: float) -> dict:
+def _cost(prefix: str, cpu: float, records: int, size: int) -> dict:
+    """The broker's CPU-seconds per million records and per GiB of record values."""
+    return {f"{prefix}cpu_s_per_mrec": cpu / records * 1e6 if records else None,
+            f"{prefix}cpu_s_per_gib": cpu / (records * size) * 2**30 if records else None}
+
+
+def _measured(b: Running, mode: str, topic: str, n: int, size: int, parts: int, acks: str, comp: str,
+              timeout: float, extra: list[str] | None = None) -> tuple[dict, float]:
+    """One client run and the broker's CPU-seconds over it."""
+    cpu0, t0 = b.cpu_s(), time.perf_counter()
+    r = run_perf(mode, b.bootstrap, topic, n, size, parts, acks, comp, timeout, extra)
+    cpu = b.cpu_s() - cpu0
+    # broker CPU % over the client's whole run (start-up included): 100 % = one core
+    r["broker_cpu_pct_run"] = 100 * cpu / (time.perf_counter() - t0)
+    return r, cpu
+
+
+def _produce(b: Running, topic: str, n: int, size: int, parts: int, acks: str, comp: str, t: float) -> dict:
+    r, cpu = _measured(b, "produce", topic, n, size, parts, acks, comp, t)
+    return {**_produce_metrics(r), **_cost("", cpu, r["records"], size), "broker_cpu_pct": r["broker_cpu_pct_run"]}
+
+
+def _consume(b: Running, topic: str, n: int, size: int, t: float) -> dict:
     """librdkafka consumer, then the wire-level one (what the broker can serve)."""
-    r = _consume_metrics(run_perf("consume", bs, topic, n, size, 1, "1", "none", t))
+    lr, cpu = _measured(b, "consume", topic, n, size, 1, "1", "none", t)
+    r = {**_consume_metrics(lr), **_cost("", cpu, lr["records"], size), "broker_cpu_pct": lr["broker_cpu_pct_run"]}
     try:
-        wr = run_perf("consume", bs, topic, n, size, 1, "1", "none", t, ["--client", "wire"])
+        wr, cpu = _measured(b, "consume", topic, n, size, 1, "1", "none", t, ["--client", "wire"])
         r.update({"wire_records_per_sec": wr["records_per_sec"], "wire_mb_per_sec": wr["mb_per_sec"],
-                  "wire_client_cpu_pct": wr.get("client_cpu_pct")})
+                  "wire_client_cpu_pct": wr.get("client_cpu_pct"), **_cost("wire_", cpu, wr["records"], size)})
     except WorkloadFailed as exc:
         r["wire_error"] = str(exc)
     return r
+
+
+def _java(b: Running, mode: str, topic: str, n: int, size: int, t: float) -> dict:
+    """The same run with the Java client (``krait perf --client java``); its failure is a
+    ``java_error``, not the workload's."""
+    try:
+        r, cpu = _measured(b, mode, topic, n, size, 1, "1", "none", t,
+                           ["--client", "java", "--broker-pid", str(b.proc.pid)])
+    except WorkloadFailed as exc:
+        return {"java_error": str(exc)}
+    return {"java_records_per_sec": r["records_per_sec"], "java_mb_per_sec": r["mb_per_sec"],
+            "java_client_cpu_pct": r.get("client_cpu_pct"), **_cost("java_", cpu, r["records"], size)}
 
 
 def run_perf(mode: str, bootstrap: str, topic: str, n: int, size: int, parts: int, acks: str, comp: str,

@@ -26,6 +26,8 @@ is not the slow part::
   produce-call-to-consume latency.
 * ``consume --client wire`` reads with a Fetch loop on the wire client and counts records
   from batch headers: what the broker can serve, past what a client library can take.
+* ``produce --client wire`` (:mod:`.perf_wire_produce`) sends pre-built batches over
+  ``--producers`` connections: what the broker can accept, the ingest ceiling.
 * ``produce|consume --client java`` runs the Java kafka-clients library (:mod:`.perf_java`,
   compiled with javac on first use), in ``--producers`` / ``--consumers`` processes, and
   reports the broker's CPU next to the client's (``--broker-pid``, or the local process
@@ -50,6 +52,7 @@ from .perf_java import run_java
 from .perf_librdkafka import run_consume, run_e2e, run_produce
 from .perf_stats import PerfError
 from .perf_wire import run_consume_wire
+from .perf_wire_produce import run_produce_wire
 
 __all__ = ["build_parser", "format_result", "main"]
 
@@ -79,7 +82,8 @@ def format_result(res: dict[str, Any]) -> str:
     if mode == "produce":
         lines.append(f"{client}{res['records']} records sent in {res['seconds']:.3f} s, "
                      f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), {_fmt_cpu(res)}")
-        lines.append(_fmt_lat("ack latency", res["ack_latency_ms"]))
+        if res.get("ack_latency_ms"):  # the wire producer does not time acks
+            lines.append(_fmt_lat("ack latency", res["ack_latency_ms"]))
     elif mode == "consume":
         lines.append(f"{client}{res['records']} records consumed in {res['seconds']:.3f} s, "
                      f"{res['records_per_sec']:.1f} records/s ({res['mb_per_sec']:.2f} MB/s), {_fmt_cpu(res)}")
@@ -127,14 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="extra librdkafka consumer property (repeatable)")
         s.add_argument("--client", default="librdkafka", choices=["librdkafka", "wire", "java"],
                        help="librdkafka (confluent-kafka); java (the Java kafka-clients library, produce and "
-                            "consume); wire (consume only: a Fetch loop that counts records from batch "
-                            "headers, MB/s then assumes --record-size)")
+                            "consume); wire (consume: a Fetch loop that counts records from batch headers, "
+                            "MB/s then assumes --record-size; produce: pre-built batches sent over "
+                            "--producers connections, the ingest ceiling)")
         s.add_argument("--consumers", type=int, default=1,
                        help="--client java consume: consumer processes (partitions shared out p %% N)")
         s.add_argument("--producers", type=int, default=1,
-                       help="--client java produce: producer processes (records and --throughput split)")
+                       help="--client java produce: producer processes (records and --throughput split); "
+                            "--client wire produce: connections")
+        s.add_argument("--batch-records", type=int, default=1000,
+                       help="--client wire produce: records per pre-built batch (one batch per request)")
+        s.add_argument("--max-in-flight", type=int, default=5,
+                       help="--client wire produce: requests outstanding per connection")
         s.add_argument("--broker-pid", type=int, default=None,
-                       help="--client java: broker process for its CPU (default: the local listener on the "
+                       help="--client java|wire: broker process for its CPU (default: the local listener on the "
                             "bootstrap port, if any)")
         s.add_argument("--java-opt", action="append", default=[], metavar="OPT",
                        help="--client java: extra JVM option (repeatable)")
@@ -155,13 +165,15 @@ def main(argv: list[str] | None = None) -> int:
             res = run_java(args)
         elif args.mode == "consume" and args.client == "wire":
             res = run_consume_wire(args)
+        elif args.mode == "produce" and args.client == "wire":
+            res = run_produce_wire(args)
         else:
             res = {"produce": run_produce, "consume": run_consume, "e2e": run_e2e}[args.mode](args)
     except PerfError as exc:
         res = {"mode": args.mode, "error": str(exc)}
     except Exception as exc:  # a broker failure must show up as a result, not a traceback
         res = {"mode": args.mode, "error": f"{type(exc).__name__}: {exc}"}
-    res.setdefault("client", args.client if args.client != "wire" or args.mode == "consume" else "librdkafka")
+    res.setdefault("client", args.client if args.client != "wire" or args.mode != "e2e" else "librdkafka")
     if args.json:
         print(json.dumps(res), flush=True)
     else:

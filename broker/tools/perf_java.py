@@ -37,7 +37,6 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -45,9 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .perf_stats import MB, PerfError, percentiles
+from .perf_stats import MB, BrokerCpu, PerfError, broker_pid_for, percentiles
 
-__all__ = ["JAVA_SOURCE", "broker_pid_for", "build", "kafka_client_jars", "run_java"]
+__all__ = ["JAVA_SOURCE", "build", "kafka_client_jars", "run_java"]
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "KraitPerf.java"
 CLASS_NAME = "KraitPerf"
@@ -118,54 +117,6 @@ def build(cache_root: Path | None = None) -> str:
     return os.pathsep.join([*jars, str(out)])
 
 
-def broker_pid_for(bootstrap: str) -> int | None:
-    """The pid of a process of this machine listening on the first bootstrap address (psutil;
-    None when it is elsewhere, not visible to this user, or psutil is missing)."""
-    try:
-        import psutil
-    except ImportError:
-        return None
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    host = host.split("://")[-1].strip("[]")
-    try:
-        ips = {ai[4][0] for ai in socket.getaddrinfo(host or "127.0.0.1", int(port), proto=socket.IPPROTO_TCP)}
-        conns = psutil.net_connections(kind="tcp")
-    except (OSError, ValueError, psutil.Error):
-        return None
-    for c in conns:
-        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == int(port) and c.pid and \
-                (c.laddr.ip in ips or c.laddr.ip in ("0.0.0.0", "::")):
-            return c.pid
-    return None
-
-
-class _BrokerCpu:
-    """User + system CPU seconds of the broker process and its children, when it is known."""
-
-    def __init__(self, pid: int | None):
-        self.pid = pid
-        self.proc = None
-        if pid:
-            with contextlib.suppress(ImportError, Exception):
-                import psutil
-
-                self.proc = psutil.Process(pid)
-
-    def seconds(self) -> float | None:
-        if self.proc is None:
-            return None
-        try:
-            t = self.proc.cpu_times()
-            total = t.user + t.system
-            for ch in self.proc.children(recursive=True):
-                with contextlib.suppress(Exception):
-                    ct = ch.cpu_times()
-                    total += ct.user + ct.system
-            return total
-        except Exception:
-            return None
-
-
 def _java_args(args: argparse.Namespace, mode: str, index: int, count: int, n: int) -> list[str]:
     a = ["--bootstrap-server", args.bootstrap_server, "--topic", args.topic, "--num-records", str(n),
          "--record-size", str(args.record_size), "--partitions", str(args.partitions),
@@ -230,7 +181,7 @@ def _run_procs(args: argparse.Namespace, mode: str, count: int) -> tuple[list[di
     last result, and the broker's CPU-seconds over that window."""
     classpath = build()
     pid = args.broker_pid or broker_pid_for(args.bootstrap_server)
-    broker = _BrokerCpu(pid)
+    broker = BrokerCpu(pid)
     shares = [args.num_records // count + (1 if i < args.num_records % count else 0) for i in range(count)]
     jvm = [*DEFAULT_JVM_OPTS, *args.java_opt]
     procs: list[_Proc] = []

@@ -1,14 +1,18 @@
 """What every ``krait perf`` mode measures with: the result error, latency percentiles,
-process CPU time, the record payload, and access to confluent-kafka."""
+process CPU time (the client's, and the broker's when it runs on this machine), the record
+payload, and access to confluent-kafka."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import resource
+import socket
 from types import ModuleType
 
-__all__ = ["MB", "PerfError", "confluent", "cpu_seconds", "make_payload", "parse_props", "percentiles"]
+__all__ = ["MB", "BrokerCpu", "PerfError", "broker_pid_for", "confluent", "cpu_seconds", "make_payload", "parse_props",
+           "percentiles"]
 
 #: MB here is 2**20 bytes of record values, as in Kafka's tools
 MB = 1024 * 1024
@@ -61,3 +65,51 @@ def parse_props(items: list[str]) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def broker_pid_for(bootstrap: str) -> int | None:
+    """The pid of a process of this machine listening on the first bootstrap address (psutil;
+    None when it is elsewhere, not visible to this user, or psutil is missing)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    host = host.split("://")[-1].strip("[]")
+    try:
+        ips = {ai[4][0] for ai in socket.getaddrinfo(host or "127.0.0.1", int(port), proto=socket.IPPROTO_TCP)}
+        conns = psutil.net_connections(kind="tcp")
+    except (OSError, ValueError, psutil.Error):
+        return None
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == int(port) and c.pid and \
+                (c.laddr.ip in ips or c.laddr.ip in ("0.0.0.0", "::")):
+            return c.pid
+    return None
+
+
+class BrokerCpu:
+    """User + system CPU seconds of the broker process and its children, when it is known."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.proc = None
+        if pid:
+            with contextlib.suppress(ImportError, Exception):
+                import psutil
+
+                self.proc = psutil.Process(pid)
+
+    def seconds(self) -> float | None:
+        if self.proc is None:
+            return None
+        try:
+            t = self.proc.cpu_times()
+            total = t.user + t.system
+            for ch in self.proc.children(recursive=True):
+                with contextlib.suppress(Exception):
+                    ct = ch.cpu_times()
+                    total += ct.user + ct.system
+            return total
+        except Exception:
+            return None
