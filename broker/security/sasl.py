@@ -13,7 +13,6 @@ import base64
 import hashlib
 import hmac
 import logging
-import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from scramp import ScramException, ScramMechanism
 
 from ..config import ConfigError
+from .jaas import parse_jaas_config
 
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
@@ -32,7 +32,6 @@ SCRAM_MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 log = logging.getLogger("krait.sasl")
 
-_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
 class SaslAuthenticationError(Exception):
@@ -40,24 +39,10 @@ class SaslAuthenticationError(Exception):
 
 
 def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
-    """``<LoginModule> required key="value" ...;`` -> (login module class, options)."""
-    body = text.strip().rstrip(";").strip()
-    head = body.split(None, 2)
-    if len(head) < 2 or head[1] not in ("required", "requisite", "sufficient", "optional"):
-        raise ValueError("expected '<LoginModule> required key=\"value\" ...;'")
-    options: dict[str, str] = {}
-    rest = head[2] if len(head) > 2 else ""
-    pos = 0
-    while pos < len(rest):
-        m = _JAAS_OPTION.match(rest, pos)
-        if m is None:
-            if rest[pos:].strip():
-                raise ValueError(f"cannot parse JAAS options near {rest[pos:pos + 20]!r}")
-            break
-        options[m.group(1)] = (m.group(2).replace('\\"', '"').replace("\\\\", "\\")
-                               if m.group(2) is not None else m.group(3))
-        pos = m.end()
-    return head[0], options
+    """``<LoginModule> required key="value" ...;`` -> (login module class, options) of its
+    first line; raises JaasError (a ValueError)."""
+    entry = parse_jaas_config(text)[0]
+    return entry.login_module, entry.options
 
 
 # --- SCRAM credentials (Kafka's ScramFormatter / ScramCredentialUtils) -------------------------

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..security.jaas import JaasEntry, JaasError
+from ..security.jaas import parse_jaas_config as _parse_jaas
 from ..security.pem import Pkcs12Pem, load_pkcs12, private_pem
 from .errors import ClientError
 
@@ -135,62 +137,13 @@ def read_client_properties(path: str | os.PathLike[str]) -> dict[str, str]:
 
 # --- JAAS ----------------------------------------------------------------------------------
 
-_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([=;])|([^\s=;"]+))', re.S)
-
-
-@dataclass(frozen=True)
-class JaasEntry:
-    """One login module line of a ``sasl.jaas.config`` value."""
-
-    login_module: str
-    control_flag: str
-    options: dict[str, str] = field(repr=False)
-
-    @property
-    def short_name(self) -> str:
-        return self.login_module.rsplit(".", 1)[-1]
-
-
 def parse_jaas_config(value: str) -> list[JaasEntry]:
-    """Kafka's JaasConfig grammar: ``<LoginModule> <flag> (<name>=<value>)* ;`` repeated;
-    values quoted (``"a b"``) or bare. Messages never quote a value (it may be a password)."""
-    tokens: list[tuple[str, str]] = []  # (kind, text): kind q(uoted) / p(unct) / w(ord)
-    pos = 0
-    text = value.strip()
-    while pos < len(text):
-        m = _JAAS_TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise ClientError(f"sasl.jaas.config: unexpected character at position {pos}")
-        pos = m.end()
-        if m.group(1) is not None:
-            tokens.append(("q", re.sub(r"\\(.)", r"\1", m.group(1))))
-        elif m.group(2) is not None:
-            tokens.append(("p", m.group(2)))
-        elif m.group(3) is not None:
-            tokens.append(("w", m.group(3)))
-    entries: list[JaasEntry] = []
-    i = 0
-    while i < len(tokens):
-        if i + 1 >= len(tokens) or tokens[i][0] != "w" or tokens[i + 1][0] != "w":
-            raise ClientError("sasl.jaas.config: expected '<LoginModule> <flag> name=\"value\" ... ;'")
-        module, flag = tokens[i][1], tokens[i + 1][1]
-        if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
-            raise ClientError(f"sasl.jaas.config: invalid control flag {flag!r} for {module}")
-        i += 2
-        options: dict[str, str] = {}
-        while i < len(tokens) and tokens[i] != ("p", ";"):
-            if (i + 2 >= len(tokens) or tokens[i][0] == "p" or tokens[i + 1] != ("p", "=")
-                    or tokens[i + 2][0] == "p"):
-                raise ClientError(f"sasl.jaas.config: expected name=value options after {module} {flag}")
-            options[tokens[i][1]] = tokens[i + 2][1]
-            i += 3
-        if i >= len(tokens):
-            raise ClientError("sasl.jaas.config: the login module line must end with ';'")
-        i += 1
-        entries.append(JaasEntry(module, flag.lower(), options))
-    if not entries:
-        raise ClientError("sasl.jaas.config is empty")
-    return entries
+    """Kafka's JaasConfig grammar (:mod:`broker.security.jaas`, the broker's parser too);
+    a value that does not parse is a ClientError naming ``sasl.jaas.config``."""
+    try:
+        return _parse_jaas(value)
+    except JaasError as exc:
+        raise ClientError(f"sasl.jaas.config: {exc}") from None
 
 
 # --- TLS -------------------------------------------------------------------------------------
