@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import struct
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -37,10 +38,20 @@ _NO_RESPONSE = object()
 #: how long a connection refused at SASL stays open after its answer, waiting for the client to
 #: close first (see Connection._close_after_answer)
 _LINGER_S = 1.0
-#: the receive buffer for small frames and frame beginnings; a frame larger than
-#: _LARGE_FRAME still incomplete there is read into a buffer of its own
-_SCRATCH = 64 * 1024
-_LARGE_FRAME = 16 * 1024
+#: the receive buffer the connections of one event loop share (see Connection.get_buffer)
+_SCRATCH = 256 * 1024
+
+
+class _Scratch(threading.local):
+    """One receive buffer per thread: an event loop reads one socket at a time, and every
+    frame is taken out of the buffer before the next read, so its connections share it."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(_SCRATCH)
+        self.view = memoryview(self.buf)
+
+
+_scratch = _Scratch()
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -95,10 +106,12 @@ class Connection(asyncio.BufferedProtocol):
         self._raw: asyncio.BaseTransport | None = None  # the socket (under TLS: the TCP transport)
         #: the protocol the socket's bytes go to: this one, or the TLS layer under it
         self.gate: asyncio.Protocol = self
-        self._rbuf = bytearray(_SCRATCH)
-        self._rstart = self._rend = 0  # the scratch buffer's unread bytes
-        self._frame: bytearray | None = None  # a large frame being read into its own buffer
+        #: the start of a frame's size prefix (under 4 bytes) left over from the last read
+        self._carry: bytes | None = None
+        self._carry_len = 0
+        self._frame: bytearray | None = None  # a frame being read into its own buffer
         self._ffill = 0
+        self._held: bytearray | None = None  # what arrived while waiting for a connection slot
         self._pending: deque[_Slot] = deque()
         self._closed = False
         self._draining = False
@@ -204,23 +217,29 @@ class Connection(asyncio.BufferedProtocol):
             self._paused_reading = False
 
     # --- receiving (asyncio.BufferedProtocol) ---------------------------------------------
-    # The socket reads into this connection's buffers, not into a new bytes object per read:
-    # small frames (and the start of every frame) land in a fixed scratch buffer, and a large
-    # frame (a produce request) is read by the kernel straight into a bytearray of its own.
-    # That bytearray becomes the request's frame: a produce request's records stay views
-    # into it, offsets are patched there and it is written to the log as it is (no copy in
-    # user space between the socket and the segment file).
+    # The socket reads into buffers, not into a new bytes object per read. Reads land in a
+    # receive buffer that the connections of this thread share (an idle connection holds no
+    # buffer at all); whole frames are taken out of it as bytearrays of their own. A frame
+    # that is not complete gets a bytearray of its size, and the kernel reads the rest of it
+    # straight there. That bytearray becomes the request's frame: a produce request's records
+    # stay views into it, offsets are patched there and it is written to the log as it is
+    # (no copy in user space between the socket and the segment file).
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
         if frame is not None:
             return memoryview(frame)[self._ffill:]
-        if self._rend == _SCRATCH:
-            self._compact()
-        return memoryview(self._rbuf)[self._rend:]
+        view = _scratch.view
+        carry = self._carry
+        if carry:
+            n = self._carry_len = len(carry)
+            view[:n] = carry
+            return view[n:]
+        self._carry_len = 0
+        return view
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._draining:
-            self._rstart = self._rend = 0
+            self._carry = None
             return  # refused: what the client still sends is not read
         frame = self._frame
         if frame is not None:
@@ -232,16 +251,26 @@ class Connection(asyncio.BufferedProtocol):
             if not self._closed:
                 self._backpressure()
             return
-        self._rend += nbytes
+        end = self._carry_len + nbytes
+        self._carry = None
         if self.waiting_slot:
             # over max.connections: kept, not read, until a slot frees (_slot_granted)
+            held = self._held
+            if held is None:
+                held = self._held = bytearray()
+            held += _scratch.view[:end]
             if self._raw is not None:
                 self._raw.pause_reading()  # type: ignore[attr-defined]
             return
-        self._frames()
+        self._frames(end)
 
     def data_received(self, data: bytes) -> None:
-        """Bytes from the TLS layer (or b"" to go on with what is buffered)."""
+        """Bytes from elsewhere than the socket (the TLS layer), or b"" to go on with what
+        arrived while waiting for a connection slot."""
+        if not data:
+            if self.waiting_slot or not self._held:
+                return
+            data, self._held = self._held, None
         view = memoryview(data)
         while view and not self._closed:
             buf = self.get_buffer(len(view))
@@ -249,13 +278,12 @@ class Connection(asyncio.BufferedProtocol):
             buf[:n] = view[:n]
             view = view[n:]
             self.buffer_updated(n)
-        if not data and not self.waiting_slot:
-            self._frames()
 
-    def _frames(self) -> None:
-        """Handle the whole frames in the scratch buffer; move a large partial one out."""
-        buf = self._rbuf
-        pos, end = self._rstart, self._rend
+    def _frames(self, end: int) -> None:
+        """Handle the whole frames in the shared buffer's first ``end`` bytes; give a
+        partial one a buffer of its own."""
+        buf = _scratch.buf
+        pos = 0
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             auth = self.auth
@@ -272,29 +300,19 @@ class Connection(asyncio.BufferedProtocol):
                 return
             have = end - pos - 4
             if have < size:
-                if size > _LARGE_FRAME:
-                    # the rest is read straight into the frame's own buffer (get_buffer)
-                    frame = self._frame = bytearray(size)
-                    frame[:have] = memoryview(buf)[pos + 4 : end]
-                    self._ffill = have
-                    pos = end
+                # the rest is read straight into the frame's own buffer (get_buffer)
+                frame = self._frame = bytearray(size)
+                frame[:have] = _scratch.view[pos + 4 : end]
+                self._ffill = have
+                pos = end
                 break
             pos += 4 + size
             self._handle_frame(buf[pos - size : pos])  # a bytearray of its own
             if self._closed:
                 return
-        if pos == end:
-            self._rstart = self._rend = 0
-        else:
-            self._rstart = pos
-            if _SCRATCH - end < _LARGE_FRAME:
-                self._compact()  # room for the rest of a small frame
+        if pos < end:
+            self._carry = bytes(buf[pos:end])  # part of a size prefix
         self._backpressure()
-
-    def _compact(self) -> None:
-        start, end = self._rstart, self._rend
-        self._rbuf[: end - start] = memoryview(self._rbuf)[start:end]
-        self._rstart, self._rend = 0, end - start
 
     def _backpressure(self) -> None:
         if len(self._pending) >= 256 and not self._paused_reading and self.transport is not None:
