@@ -18,99 +18,81 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import socket
-import struct
 import threading
 import time
 from typing import Any
 
-from protocol import apis
 from protocol.apis import ApiKey
-from protocol.build import make
-from protocol.framing import decode_response, encode_request
+from protocol.errors import KafkaError
 from protocol.records import build_batch
 
 from .perf_librdkafka import ensure_topic
 from .perf_stats import MB, BrokerCpu, PerfError, broker_pid_for, cpu_seconds, make_payload
+from .wire import WireClient, encode_request, parse_bootstrap
 
 __all__ = ["run_produce_wire"]
 
 PRODUCE_VERSION = 7  # the last non-flexible version: what every broker compared serves
-_SIZE = struct.Struct(">i")
 
 
 def _frames(args: argparse.Namespace, partitions: int) -> list[bytes]:
+    """One Produce request per partition (correlation id: partition + 1)."""
     payload = make_payload(args.record_size)
     batch = build_batch([(None, payload)] * args.batch_records, timestamp=int(time.time() * 1000))
     acks = -1 if args.acks == "all" else int(args.acks)
-    rtype = apis.request_type(ApiKey.PRODUCE, PRODUCE_VERSION)
-    return [encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, p + 1, make(
-        rtype, transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=30),
-        topic_data=[dict(name=args.topic, partition_data=[dict(index=p, records=batch)])]), client_id="krait-perf")
-        for p in range(partitions)]
+    return [encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, p + 1, "krait-perf", transactional_id=None, acks=acks,
+                           timeout=datetime.timedelta(seconds=30),
+                           topic_data=[dict(name=args.topic, partition_data=[dict(index=p, records=batch)])])
+            for p in range(partitions)]
 
 
 class _Conn(threading.Thread):
-    """One connection: sends ``requests`` copies of ``frame``, ``window`` outstanding."""
+    """One connection: sends ``requests`` copies of partition ``partition``'s frame,
+    ``window`` outstanding."""
 
-    def __init__(self, host: str, port: int, frame: bytes, requests: int, window: int, deadline: float) -> None:
+    def __init__(self, host: str, port: int, frame: bytes, partition: int, requests: int, window: int,
+                 deadline: float) -> None:
         super().__init__(daemon=True)
         self.addr = (host, port)
         self.frame = frame
+        self.correlation_id = partition + 1
         self.requests = requests
         self.window = window
         self.deadline = deadline
         self.error: str | None = None
         self.acked = 0
 
-    def _read_frame(self, sock: socket.socket) -> bytes:
-        head = self._read_exact(sock, 4)
-        return self._read_exact(sock, _SIZE.unpack(head)[0])
-
-    @staticmethod
-    def _read_exact(sock: socket.socket, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        while view:
-            got = sock.recv_into(view)
-            if not got:
-                raise PerfError("the broker closed the connection")
-            view = view[got:]
-        return bytes(buf)
-
     def run(self) -> None:
         try:
-            with socket.create_connection(self.addr, timeout=max(1.0, self.deadline - time.monotonic())) as sock:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            timeout = max(1.0, self.deadline - time.monotonic())
+            with WireClient(*self.addr, timeout, client_id="krait-perf", negotiate=False) as w:
                 sent = 0
                 while self.acked < self.requests:
                     while sent < self.requests and sent - self.acked < self.window:
-                        sock.sendall(self.frame)
+                        w.send_frame(self.frame, ApiKey.PRODUCE, PRODUCE_VERSION, self.correlation_id)
                         sent += 1
-                    resp = self._read_frame(sock)
-                    _, body = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, resp)
-                    for t in body.responses:
+                    for t in w.receive().responses:
                         for p in t.partition_responses:
                             if p.error_code:
                                 raise PerfError(f"partition {p.index}: error {int(p.error_code)}")
                     self.acked += 1
                     if time.monotonic() > self.deadline:
                         raise PerfError(f"timed out after {self.acked} of {self.requests} requests")
-        except (OSError, PerfError) as exc:
+        except (KafkaError, PerfError) as exc:
             self.error = str(exc)
 
 
 def run_produce_wire(args: argparse.Namespace) -> dict[str, Any]:
     """Send about ``--num-records`` records (whole batches); the result dict."""
     partitions = ensure_topic(args.bootstrap_server, args.topic, args.partitions)
-    host, _, port = args.bootstrap_server.split(",")[0].rpartition(":")
+    host, port = parse_bootstrap(args.bootstrap_server)[0]
     frames = _frames(args, partitions)
     conns = max(1, args.producers)
     per_conn = -(-args.num_records // (args.batch_records * conns))  # requests per connection
     records = per_conn * conns * args.batch_records
     broker = BrokerCpu(args.broker_pid or broker_pid_for(args.bootstrap_server))
     deadline = time.monotonic() + args.timeout
-    threads = [_Conn(host or "127.0.0.1", int(port), frames[i % partitions], per_conn, args.max_in_flight, deadline)
+    threads = [_Conn(host, port, frames[i % partitions], i % partitions, per_conn, args.max_in_flight, deadline)
                for i in range(conns)]
     cpu0, bcpu0 = cpu_seconds(), broker.seconds()
     t0 = time.perf_counter()

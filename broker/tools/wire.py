@@ -240,6 +240,16 @@ class WireClient:
         self._in_flight.append((self._cid, api_key, v))
         return self._cid
 
+    def send_frame(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> None:
+        """Send a request frame encoded beforehand (size prefix included) whose header
+        carries ``api_key``, ``version`` and ``correlation_id``; answered through
+        :meth:`receive` like any other. For clients that send the same bytes many times."""
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise ClientError(f"cannot send to {self.host}:{self.port}: {exc}") from None
+        self._in_flight.append((correlation_id, api_key, version))
+
     def receive(self) -> Any:
         """The decoded answer to the oldest request sent and not yet received."""
         cid, api_key, version = self._in_flight[0]
