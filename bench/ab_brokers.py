@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -24,6 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from broker.tools.perf_stats import BrokerCpu  # noqa: E402
 
 WORKLOADS = {
     # name: (perf mode, topic, args); the consumers read what produce-100B wrote
@@ -64,10 +67,7 @@ class Broker:
 
     def cpu_s(self) -> float:
         """user + system CPU seconds of the broker process so far"""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        tick = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) / tick
+        return BrokerCpu(self.proc.pid).seconds() or 0.0
 
     def stop(self) -> None:
         self.proc.terminate()

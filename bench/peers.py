@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from broker.tools.perf_stats import BrokerCpu  # noqa: E402
 from broker.tools.wire import WireClient  # noqa: E402
 from protocol.apis import ApiKey  # noqa: E402
 from protocol.errors import KafkaError  # noqa: E402
@@ -245,15 +246,8 @@ class Running:
         return total / (1024 * 1024)
 
     def cpu_s(self) -> float:
-        import psutil
-
-        p = psutil.Process(self.proc.pid)
-        total = 0.0
-        for q in [p] + p.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                t = q.cpu_times()
-                total += t.user + t.system
-        return total
+        """user + system CPU seconds of the broker process and its children so far"""
+        return BrokerCpu(self.proc.pid).seconds() or 0.0
 
     def stop(self, timeout: float = 60.0) -> tuple[float, bool]:
         """SIGTERM and wait; (seconds, clean). SIGKILL after timeout."""
