@@ -124,15 +124,20 @@ def build_table(results: dict[str, list[dict[str, Outcome]]], brokers: list[str]
     for w, key, label, higher, target, tnote in METRICS:
         if w not in wanted:
             continue
-        med: dict[str, float | None] = {}
-        cells = []
+        client = key.split("_", 1)[0] if key.startswith(("wire_", "java_")) else None
+        per: dict[str, tuple[list, list]] = {}
         for bname in brokers:
             outs = [r.get(w) for r in results.get(bname, []) if r.get(w) is not None]
             vals = [o.values[key] for o in outs if o.values.get(key) is not None and
                     (o.error is None or key not in ("startup_s",))]
-            client = key.split("_", 1)[0] if key.startswith(("wire_", "java_")) else None
             errs = [e for e in ((o.values.get(f"{client}_error") if client else None) or o.error
                                 for o in outs if o.values.get(key) is None) if e]
+            per[bname] = (vals, errs)
+        if not any(vals or errs for vals, errs in per.values()):
+            continue  # a client this run did not use (--quick has no Java rows): no row, no footnotes
+        med: dict[str, float | None] = {}
+        cells = []
+        for bname, (vals, errs) in per.items():
             if vals:
                 med[bname] = statistics.median(vals)
                 cell = fmt(med[bname])
@@ -143,11 +148,6 @@ def build_table(results: dict[str, list[dict[str, Outcome]]], brokers: list[str]
                 reason = errs[0] if errs else "not run"
                 cell = "n/a " + note(f"{bname} {w}: {reason}")
             cells.append(cell)
-        if all(m is None for m in med.values()) and all(c.startswith("n/a") for c in cells) and \
-                all(r.get(w) is not None and r[w].error is None for rs in results.values() for r in rs) and \
-                not any(o.values.get(f"{key.split('_', 1)[0]}_error") for rs in results.values() for r in rs
-                        if (o := r.get(w)) is not None):
-            continue  # a client this run did not use (--quick has no Java rows)
         arrow = "↑" if higher else "↓"
         row = [w, f"{label} {arrow}", *cells]
         if has_krait:
