@@ -93,8 +93,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .transactions import READ_COMMITTED, aborted_transactions, isolation_level, last_stable_offset
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -114,6 +112,32 @@ SCHEMA_WITH_HEADERS = StructType([
     *SCHEMA.fields,
     StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
 ])
+
+
+_COLUMNS = {f.name: f.dataType for f in SCHEMA_WITH_HEADERS.fields}
+
+
+def check_schema(schema: StructType) -> StructType:
+    """A schema given with ``.schema(...)`` must be columns of the source (any subset, any
+    order, names as in :data:`SCHEMA_WITH_HEADERS`, their types); returns it.
+
+    Spark gives Python data sources no column pruning (the reader always gets the whole
+    output schema), so a narrow user-given schema is how a query says what to decode: the
+    columns not asked for are not decoded at all (see ``decode.decode_batches``)."""
+    seen = set()
+    for f in schema.fields:
+        want = _COLUMNS.get(f.name)
+        if want is None:
+            raise ValueError(f"kafka-segments has no column {f.name!r}; its columns are {', '.join(_COLUMNS)}")
+        if f.name in seen:
+            raise ValueError(f"column {f.name!r} appears twice in the schema")
+        seen.add(f.name)
+        if f.dataType.simpleString() != want.simpleString():
+            raise ValueError(f"column {f.name!r} of kafka-segments has type {want.simpleString()}, "
+                             f"not {f.dataType.simpleString()}")
+    if not schema.fields:
+        raise ValueError("the schema of a kafka-segments read needs at least one column")
+    return schema
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -154,7 +178,18 @@ class KafkaSegmentsDataSource(DataSource):
         if mode == "auto":
             mode = "true" if _pushdown_enabled() else "false"
         cls = _PushdownReader if mode == "true" else _SegmentsReader
-        return cls(dict(self.options), schema)
+        return cls(dict(self.options), check_schema(schema))
+
+
+def _read_committed(opts: dict[str, str]) -> bool:
+    """isolation.level (lower-cased keys) is read_committed; the default is decided without
+    importing .transactions (and protocol.records with the compression libraries): every
+    Spark worker that plans or reads pays its imports, in a new process."""
+    if opts.get("isolation.level") is None and opts.get("kafka.isolation.level") is None:
+        return False
+    from .transactions import READ_COMMITTED, isolation_level
+
+    return isolation_level(opts) == READ_COMMITTED
 
 
 def _pushdown_enabled() -> bool:
@@ -197,7 +232,7 @@ class _SegmentsReader(DataSourceReader):
         self.options = {k.lower(): v for k, v in options.items()}
         self.schema = schema
         self.hints = _Hints()
-        isolation_level(self.options)  # a bad value fails at planning, not in the executors
+        _read_committed(self.options)  # a bad value fails at planning, not in the executors
         if "log.dirs" not in self.options:
             raise ValueError("the kafka-segments source needs option log.dirs")
 
@@ -347,13 +382,15 @@ def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
     start_ts_json = _parse_json(opts, "startingOffsetsByTimestamp")
     end_ts_json = _parse_json(opts, "endingOffsetsByTimestamp")
     ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
-    read_committed = isolation_level(opts) == READ_COMMITTED
+    read_committed = _read_committed(opts)
 
     slices = []
     for plog in plogs:
         earliest, latest = plog.earliest, plog.end_offset(ignore_hw)
         aborted: list[tuple[int, int, int]] = []
         if read_committed:
+            from .transactions import aborted_transactions, last_stable_offset
+
             # "latest" is the LSO: what a read_committed consumer's ListOffsets answers
             aborted = aborted_transactions(plog, latest)
             latest = last_stable_offset(plog, latest)

@@ -30,17 +30,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from protocol.errors import CorruptRecordError
-from protocol.records import HEADER_SIZE, iter_headers, iter_records, parse_header
-
 from .decode import (
+    _HEADER,
     H_BASE_OFFSET,
     H_LAST_DELTA,
     H_MAX_TS,
     H_POS,
     H_SIZE,
+    HEADER_SIZE,
     aborted_mask,
     decode_batches,
+    needs_records,
+    preload_kernels,
     select_rows,
     walk_all_headers,
 )
@@ -61,6 +62,8 @@ __all__ = [
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 READ_CHUNK = 16 << 20  # bytes of .log read per step: large enough to amortise the Python work
+# (protocol.records and protocol.errors are imported where used: they pull in the
+# compression libraries, a second of imports that header-only reads and planning skip)
 LATEST = 2**63 - 1
 
 
@@ -280,8 +283,8 @@ def _entry_checks(seg: Segment, offset: int, pos: int) -> bool:
         return False
     if len(raw) < HEADER_SIZE:
         return False
-    h = parse_header(raw)
-    return h.magic == 2 and h.base_offset <= offset <= h.last_offset and h.base_offset >= seg.base_offset
+    base, _blen, _epoch, magic, _crc, _attrs, last_delta, *_ = _HEADER.unpack_from(raw)
+    return magic == 2 and base <= offset <= base + last_delta and base >= seg.base_offset
 
 
 def lookup_position(seg: Segment, offset: int) -> tuple[int, int]:
@@ -373,6 +376,8 @@ def offset_for_timestamp(plog: PartitionLog, ts: int, lo: int, hi: int, *, exact
             if not exact:
                 return max(lo, int(headers[j, H_BASE_OFFSET]))
             p = int(headers[j, H_POS])
+            from protocol.records import iter_records
+
             for rec in iter_records(buf[p : p + int(headers[j, H_SIZE])].tobytes()):
                 if lo <= rec.offset < hi and rec.timestamp >= ts:
                     return rec.offset
@@ -444,7 +449,13 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
     Control batches are skipped, and so are the batches of the slice's aborted
     transactions (read_committed); a torn tail ends the read quietly. A missing file (a
     segment deleted by retention after planning) yields nothing.
+
+    Only the schema's columns are decoded (any subset of the source's, in any order): see
+    ``decode.decode_batches(lazy=True)``; without key, value, headers and timestamp the
+    records are not walked at all, and numba is not even loaded.
     """
+    if needs_records(schema):
+        preload_kernels()
     try:
         f = open(s.path, "rb")
     except FileNotFoundError:
@@ -469,6 +480,8 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
                     if size > len(data):
                         chunk = size
                         continue
+                from protocol.errors import CorruptRecordError
+
                 raise CorruptRecordError(f"{s.path}: no valid batch at position {pos}")
             keep = select_rows(headers, s.offset_lo, s.offset_hi, s.ts_lo)
             if s.aborted:
@@ -476,7 +489,7 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
             sel = headers[keep]
             if len(sel):
                 yield decode_batches(buf, sel, topic=s.topic, partition=s.partition, schema=schema,
-                                     offset_lo=s.offset_lo, offset_hi=s.offset_hi, base_position=pos)
+                                     offset_lo=s.offset_lo, offset_hi=s.offset_hi, base_position=pos, lazy=True)
             if int(headers[-1, H_BASE_OFFSET]) >= s.offset_hi:
                 return
             pos += used
@@ -493,6 +506,8 @@ def read_records_python(log_dirs: list[str], topics: list[str] | None = None, *,
 
     Meant for tests: compare ``df.collect()`` rows (as dicts) with this list.
     """
+    from protocol.records import iter_headers, iter_records
+
     rows = []
     for plog in list_partitions(log_dirs):
         if topics is not None and plog.topic not in topics:
