@@ -59,9 +59,17 @@ def session(app: str, master: str | None = None) -> SparkSession:
     return spark
 
 
-def reader(spark: SparkSession, args: argparse.Namespace, **options: str) -> DataFrameReader:
-    """spark.read.format("kafka-segments") with the common options applied."""
+def reader(spark: SparkSession, args: argparse.Namespace, *, columns: str | None = None,
+           **options: str) -> DataFrameReader:
+    """spark.read.format("kafka-segments") with the common options applied.
+
+    ``columns``: a narrow schema, e.g. ``"topic string, partition int, offset long"``
+    (columns of the source, any order). Spark gives Python data sources no column pruning,
+    so a job that does not need key/value/headers should say so here: those are then
+    never decoded (a header-only schema reads batch headers only)."""
     r = spark.read.format("kafka-segments").option("log.dirs", args.log_dirs)
+    if columns:
+        r = r.schema(columns)
     if getattr(args, "topics", None):
         r = r.option("subscribe", args.topics)
     if getattr(args, "min_partitions", 0):
