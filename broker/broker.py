@@ -148,6 +148,10 @@ class Broker:
             asyncio.ensure_future(self._every(1.0, self.logs.run_flush)),
             asyncio.ensure_future(self._every(self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                                               self.logs.checkpoint)),
+            # Kafka writes replication-offset-checkpoint on its own, shorter, schedule: it is
+            # what readers of the files (the Spark source) take as the committed end
+            asyncio.ensure_future(self._every(self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000,
+                                              self.logs.checkpoint_high_watermarks)),
             asyncio.ensure_future(self._every(lambda: min(15.0, self.effective_config()["log.cleaner.backoff.ms"] / 1000),
                                               self._clean)),
         ]

@@ -14,7 +14,17 @@ from storage import dump_log
 
 from .config import BrokerConfig, ConfigError, read_properties
 from .log_format import TEXT_FORMAT, configure_logging
-from .tools import acls_cli, configs_cli, groups_cli, log_dirs_cli, perf, reassign_cli, topics_cli, transactions_cli
+from .tools import (
+    acls_cli,
+    configs_cli,
+    groups_cli,
+    log_dirs_cli,
+    perf,
+    reassign_cli,
+    spark_cli,
+    topics_cli,
+    transactions_cli,
+)
 
 log = logging.getLogger("krait")
 
@@ -116,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         "configs": configs_cli.main,
         "dump-log": dump_log.main,
         "perf": perf.main,
+        "spark": spark_cli.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf} "
+        print("usage: krait {serve,topics,groups,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf,spark} "
               "[options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
@@ -130,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
               "  acls       add/remove/list ACLs (like kafka-acls.sh)\n"
               "  configs    SCRAM credentials and quotas of users and clients (like kafka-configs.sh)\n"
               "  dump-log   print segment, index and time-index files (like kafka-dump-log.sh)\n"
-              "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)", file=sys.stderr)
+              "  perf       producer/consumer performance test (like kafka-*-perf-test.sh)\n"
+              "  spark      run a Spark job over the log segments with the right Python and Spark (krait spark list)",
+              file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

@@ -93,6 +93,7 @@ BROKER_KEYS: dict[str, tuple] = {
     "log.flush.scheduler.interval.ms": (_int, str(LONG_MAX)),
     "log.flush.offset.checkpoint.interval.ms": (_int, "60000"),
     "log.flush.start.offset.checkpoint.interval.ms": (_int, "60000"),
+    "replica.high.watermark.checkpoint.interval.ms": (_int, "5000"),
     "log.cleanup.policy": (_list, "delete"),
     "log.cleaner.enable": (_bool, "true"),
     "log.cleaner.backoff.ms": (_int, "15000"),

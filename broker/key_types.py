@@ -14,6 +14,7 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "log.retention.hours": "INT", "log.retention.bytes": "LONG", "log.retention.check.interval.ms": "LONG",
     "log.segment.delete.delay.ms": "LONG", "log.flush.interval.messages": "LONG", "log.flush.interval.ms": "LONG",
     "log.flush.scheduler.interval.ms": "LONG", "log.flush.offset.checkpoint.interval.ms": "INT",
+    "replica.high.watermark.checkpoint.interval.ms": "LONG",
     "log.flush.start.offset.checkpoint.interval.ms": "INT", "log.cleanup.policy": "LIST",
     "log.cleaner.enable": "BOOLEAN", "log.cleaner.backoff.ms": "LONG", "log.cleaner.delete.retention.ms": "LONG",
     "log.cleaner.min.compaction.lag.ms": "LONG", "log.cleaner.max.compaction.lag.ms": "LONG",

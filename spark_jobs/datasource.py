@@ -73,6 +73,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -152,9 +153,52 @@ _MIN, _MAX = -(2**63), 2**63 - 1
 
 
 def register(spark: SparkSession) -> None:
-    """Register the data source and enable Python filter pushdown for this session."""
+    """Register the data source and enable Python filter pushdown for this session.
+
+    Checks first that Spark's Python workers can import what the source needs (see
+    :func:`check_workers_python`)."""
+    check_workers_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+#: what the planning and reading workers import (numba for the decode kernels)
+WORKER_MODULES = ("pyarrow", "numpy", "numba", "spark_jobs")
+
+
+def check_workers_python(spark: SparkSession) -> None:
+    """Fail early, naming PYSPARK_PYTHON, when the workers' Python lacks our modules.
+
+    Spark starts its Python workers with PYSPARK_PYTHON, or plain ``python3`` when it is
+    unset; that is rarely the venv that has pyarrow and numba, and the worker would then
+    die inside Spark with a bare ModuleNotFoundError. With PYSPARK_PYTHON unset and a
+    local master, the workers get this driver's own interpreter instead (it has
+    everything, since it is running this). The data source is pickled with the
+    interpreter of the moment, so this must run before it is registered."""
+    import subprocess
+
+    sc = spark.sparkContext
+    if not (sc.master or "").startswith("local"):
+        return  # the executors' Python lives on other machines: nothing to check here
+    exe = sc.pythonExec
+    if exe != sys.executable:
+        probe = ("import importlib.util as u, sys; "
+                 "print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))")
+        try:
+            r = subprocess.run([exe, "-c", probe, *WORKER_MODULES], capture_output=True, text=True, timeout=60,
+                               cwd=os.getcwd())
+            missing = r.stdout.split() if r.returncode == 0 else list(WORKER_MODULES)
+        except (OSError, subprocess.TimeoutExpired):
+            missing = list(WORKER_MODULES)
+        if not missing:
+            return
+        if not os.environ.get("PYSPARK_PYTHON"):
+            sc.pythonExec = sys.executable
+            return
+        raise RuntimeError(
+            f"kafka-segments: Spark's Python workers run PYSPARK_PYTHON={exe!r}, which cannot import "
+            f"{', '.join(missing)}. Set PYSPARK_PYTHON={sys.executable} (this driver's Python, which has them), "
+            "or run the job with `krait spark JOB`, which sets it.")
 
 
 def _bool(v: str | None, default: bool = False) -> bool:
@@ -172,6 +216,11 @@ class KafkaSegmentsDataSource(DataSource):
 
     def schema(self) -> StructType:
         return SCHEMA_WITH_HEADERS if _bool(self.options.get("includeHeaders")) else SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .streaming import KafkaSegmentsStreamReader
+
+        return KafkaSegmentsStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         mode = (self.options.get("pushFilters") or "auto").lower()
@@ -343,6 +392,54 @@ def _parse_json(options: dict[str, str], name: str) -> dict | None:
         raise ValueError(f"option {name} is not valid JSON: {exc}") from None
 
 
+def subscribed(plogs: list, opts: dict[str, str]) -> list:
+    """The partitions that ``assign`` / ``subscribe`` / ``subscribePattern`` (lower-cased
+    option keys) select; none of them: every topic not starting with "__"."""
+    assign = _parse_json(opts, "assign")
+    if assign is not None:
+        wanted = {(t, int(p)) for t, ps in assign.items() for p in ps}
+        found = {(p.topic, p.partition) for p in plogs}
+        missing = wanted - found
+        if missing:
+            raise ValueError(f"assigned partitions not found in the log dirs: {sorted(missing)}")
+        return [p for p in plogs if (p.topic, p.partition) in wanted]
+    if opts.get("subscribe"):
+        topics = {t.strip() for t in opts["subscribe"].split(",") if t.strip()}
+        return [p for p in plogs if p.topic in topics]
+    if opts.get("subscribepattern"):
+        pattern = re.compile(opts["subscribepattern"])
+        return [p for p in plogs if pattern.fullmatch(p.topic)]
+    return [p for p in plogs if not p.topic.startswith("__")]
+
+
+def starting_offset(plog, opts: dict[str, str], earliest: int, latest: int, hi: int,
+                    default: str = "earliest") -> int:
+    """Where ``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp``
+    (lower-cased keys) start this partition, within [earliest, hi]. ``default`` is the
+    startingOffsets used when the option is absent (Spark: earliest for batch queries,
+    latest for streaming ones)."""
+    from .logdir import offset_for_timestamp
+
+    starting = opts.get("startingoffsets", default)
+    start_ts_json = _parse_json(opts, "startingOffsetsByTimestamp")
+    if opts.get("startingtimestamp") is not None:
+        return offset_for_timestamp(plog, int(opts["startingtimestamp"]), earliest, hi)
+    if start_ts_json and str(plog.partition) in start_ts_json.get(plog.topic, {}):
+        return offset_for_timestamp(plog, int(start_ts_json[plog.topic][str(plog.partition)]), earliest, hi)
+    if starting.strip().startswith("{"):
+        spec = int(_parse_json(opts, "startingOffsets").get(plog.topic, {}).get(str(plog.partition), EARLIEST))
+        if spec == EARLIEST:
+            return earliest
+        if spec == LATEST:
+            return latest
+        return min(max(spec, earliest), latest)
+    if starting == "latest":
+        return latest
+    if starting != "earliest":
+        raise ValueError(f"startingOffsets must be 'earliest', 'latest' or JSON, not {starting!r}")
+    return earliest
+
+
 def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
     """Resolve the options (lower-cased keys) and pushed-down hints into Slices."""
     from .logdir import LATEST as MAX_OFFSET
@@ -353,33 +450,15 @@ def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
     log_dirs = [d.strip() for d in opts["log.dirs"].split(",") if d.strip()]
     plogs = list_partitions(log_dirs)
 
-    assign = _parse_json(opts, "assign")
-    if assign is not None:
-        wanted = {(t, int(p)) for t, ps in assign.items() for p in ps}
-        found = {(p.topic, p.partition) for p in plogs}
-        missing = wanted - found
-        if missing:
-            raise ValueError(f"assigned partitions not found in the log dirs: {sorted(missing)}")
-        plogs = [p for p in plogs if (p.topic, p.partition) in wanted]
-    elif opts.get("subscribe"):
-        topics = {t.strip() for t in opts["subscribe"].split(",") if t.strip()}
-        plogs = [p for p in plogs if p.topic in topics]
-    elif opts.get("subscribepattern"):
-        pattern = re.compile(opts["subscribepattern"])
-        plogs = [p for p in plogs if pattern.fullmatch(p.topic)]
-    else:
-        plogs = [p for p in plogs if not p.topic.startswith("__")]
+    plogs = subscribed(plogs, opts)
     if hints.topics is not None:
         plogs = [p for p in plogs if p.topic in hints.topics]
     if hints.partitions is not None:
         plogs = [p for p in plogs if p.partition in hints.partitions]
     plogs = [p for p in plogs if hints.partition_lo <= p.partition < hints.partition_hi]
 
-    starting = opts.get("startingoffsets", "earliest")
     ending = opts.get("endingoffsets", "latest")
-    start_json = json.loads(starting) if starting.strip().startswith("{") else None
     end_json = json.loads(ending) if ending.strip().startswith("{") else None
-    start_ts_json = _parse_json(opts, "startingOffsetsByTimestamp")
     end_ts_json = _parse_json(opts, "endingOffsetsByTimestamp")
     ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
     read_committed = _read_committed(opts)
@@ -413,18 +492,7 @@ def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
             hi = resolve(int(spec), latest)
         elif ending != "latest":
             raise ValueError(f"endingOffsets must be 'latest' or JSON, not {ending!r}")
-        lo = earliest
-        if opts.get("startingtimestamp") is not None:
-            lo = offset_for_timestamp(plog, int(opts["startingtimestamp"]), earliest, hi)
-        elif start_ts_json and str(plog.partition) in start_ts_json.get(plog.topic, {}):
-            lo = offset_for_timestamp(plog, int(start_ts_json[plog.topic][str(plog.partition)]), earliest, hi)
-        elif start_json is not None:
-            spec = start_json.get(plog.topic, {}).get(str(plog.partition), EARLIEST)
-            lo = resolve(int(spec), earliest)
-        elif starting == "latest":
-            lo = latest
-        elif starting != "earliest":
-            raise ValueError(f"startingOffsets must be 'earliest', 'latest' or JSON, not {starting!r}")
+        lo = starting_offset(plog, opts, earliest, latest, hi)
 
         # pushed-down filters narrow further (skipping only; Spark re-checks every row)
         lo = max(lo, hints.offset_lo)

@@ -433,6 +433,17 @@ class LogManager:
             except OSError as e:
                 log.error("cannot write checkpoints in %s: %s", log_dir, e)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` of every log dir (Kafka does this every
+        ``replica.high.watermark.checkpoint.interval.ms``, apart from the other three)."""
+        for log_dir in self.log_dirs:
+            logs = {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
+            try:
+                ck.write_checkpoint(os.path.join(log_dir, ck.REPLICATION_OFFSET),
+                                    {tp: p.high_watermark for tp, p in logs.items()})
+            except OSError as e:
+                log.error("cannot write checkpoints in %s: %s", log_dir, e)
+
     def _checkpoint_dir(self, log_dir: str, extra: dict[TopicPartition, PartitionLog] | None = None) -> None:
         logs = {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
         logs.update(extra or {})

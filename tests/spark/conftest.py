@@ -28,6 +28,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason="Spark tests need a Java runtime (no `java` on PATH or JAVA_HOME)"))
 
 
+def fresh_shell_env() -> dict[str, str]:
+    """A login shell's environment without the venv: what `krait spark` must work from."""
+    path = ["/usr/local/bin", "/usr/bin", "/bin"]
+    if JAVA and os.path.dirname(JAVA) not in path:
+        path.append(os.path.dirname(JAVA))
+    env = {"PATH": os.pathsep.join(path), "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+    if os.environ.get("JAVA_HOME"):
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return env
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     # the executors' Python must be this interpreter (the venv with numba, pyarrow, spark_jobs)
@@ -71,15 +82,16 @@ def job_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     log_dir = str(tmp_path_factory.mktemp("job-logs"))
     helpers.build_jobs_log_dir(log_dir)
     out_root = tmp_path_factory.mktemp("job-out")
-    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    krait = os.path.join(os.path.dirname(sys.executable), "krait")
     runs = {}
     for job in JOBS:
         out = str(out_root / job)
         extra = ["--topics", "orders"] if job in ("export", "key_skew") else []
-        cmd = [submit, "--master", "local[1]", "--driver-memory", "512m", "--conf", "spark.ui.enabled=false",
-               os.path.join(ROOT, "spark_jobs", f"{job}.py"), "--log-dirs", log_dir, "--output", out, *extra]
+        cmd = [krait, "spark", "--master", "local[1]", "--driver-memory", "512m", "--conf", "spark.ui.enabled=false",
+               job, "--log-dirs", log_dir, "--output", out, *extra]
         logf = open(str(out_root / f"{job}.log"), "wb")  # closed by wait_job
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=logf, stderr=subprocess.STDOUT)
+        # as from a fresh shell: no venv on the PATH, no PYSPARK_* or SPARK_HOME, another directory
+        proc = subprocess.Popen(cmd, cwd=str(out_root), env=fresh_shell_env(), stdout=logf, stderr=subprocess.STDOUT)
         runs[job] = (proc, out, log_dir, logf)
     yield runs
     for proc, *_ in runs.values():

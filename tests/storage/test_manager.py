@@ -415,3 +415,17 @@ def test_failure_after_the_commit_is_settled_at_the_next_start(tmp_path, monkeyp
     assert m2.log_dir_of("t", 0) == b and _values(m2.get("t", 0)) == expected
     assert not [n for d in (a, b) for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
     m2.shutdown()
+
+
+def test_high_watermark_checkpoint_alone(tmp_path):
+    """replication-offset-checkpoint on its own schedule (Kafka's
+    replica.high.watermark.checkpoint.interval.ms): only that file is written."""
+    m = LogManager([str(tmp_path)], LogConfig())
+    m.load()
+    pl = m.create("t", 0)
+    for _ in range(3):
+        append(pl, batch(2))
+    m.checkpoint_high_watermarks()
+    assert ck.read_checkpoint(os.path.join(str(tmp_path), ck.REPLICATION_OFFSET)) == {("t", 0): 6}
+    assert not os.path.exists(os.path.join(str(tmp_path), ck.RECOVERY_POINT))
+    m.shutdown()
