@@ -429,6 +429,13 @@ def chart_classic(path: str, group: str, h: dict, end_ms: int) -> None:
                        plt.Line2D([], [], marker="v", ls="", color="#6a1b9a", label="left"),
                        plt.Line2D([], [], marker="X", ls="", color="#c62828", label="evicted")],
               loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, fontsize=7, frameon=False)
+    _finish(plt, fig, ax, path)
+
+
+def _finish(plt: Any, fig: Any, ax: Any, path: str) -> None:
+    """The time axis and the file, the same for both kinds of group."""
+    import matplotlib.dates as mdates
+
     ax.set_xlabel("time (UTC)")
     ax.xaxis_date()
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=mdates.UTC))
@@ -487,12 +494,7 @@ def chart_consumer(path: str, group: str, h: dict, end_ms: int) -> None:
                        plt.Line2D([], [], marker="^", ls="", color="#1565c0", label="joined"),
                        plt.Line2D([], [], marker="v", ls="", color="#6a1b9a", label="left/fenced")],
               loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, fontsize=7, frameon=False)
-    ax.set_xlabel("time (UTC)")
-    ax.xaxis_date()
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=mdates.UTC))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(plt, fig, ax, path)
 
 
 # --- output ----------------------------------------------------------------------------------------
