@@ -93,7 +93,7 @@ def test_narrow_schema_is_the_full_reads_projection(spark, rich_log_dir, gap_log
     for d, opts in ((rich_log_dir[0], {"includeHeaders": "true"}), (gap_log_dir, {"includeHeaders": "true"}),
                     (gap_log_dir, {"includeHeaders": "true", "startingOffsets": starts, "endingOffsets": ends}),
                     (rich_log_dir[0], {"includeHeaders": "true", "startingOffsets": starts, "endingOffsets": ends}),
-                    (rich_log_dir[0], {"isolation.level": "read_committed"})):
+                    (rich_log_dir[0], {"includeHeaders": "true", "isolation.level": "read_committed"})):
         want = _rows(spark, d, None, cols, **opts)
         assert want, (d, opts)
         got = _rows(spark, d, ddl, cols, **opts)
