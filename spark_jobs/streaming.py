@@ -63,8 +63,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .datasource import _bool, arrow_schema, starting_offset, subscribed
-from .transactions import READ_COMMITTED, aborted_transactions, isolation_level, last_stable_offset
+from .datasource import _bool, _read_committed, arrow_schema, check_schema, starting_offset, subscribed
 
 if TYPE_CHECKING:
     from .logdir import PartitionLog
@@ -136,7 +135,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = opts = {k.lower(): v for k, v in options.items()}
-        self.schema = schema
+        self.schema = check_schema(schema)  # a narrow schema decodes only its columns, as for batch reads
         if "log.dirs" not in opts:
             raise ValueError("the kafka-segments source needs option log.dirs")
         chosen = [k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k)]
@@ -148,7 +147,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
                 raise ValueError(f"option {k} is not valid in streaming queries (Spark's Kafka source refuses it too)")
         self.log_dirs = [d.strip() for d in opts["log.dirs"].split(",") if d.strip()]
         self.ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
-        self.read_committed = isolation_level(opts) == READ_COMMITTED
+        self.read_committed = _read_committed(opts)
         self.fail_on_data_loss = _bool(opts.get("failondataloss"), True)
         self.max_offsets = _positive(opts, "maxOffsetsPerTrigger")
         self.min_offsets = _positive(opts, "minOffsetsPerTrigger")
@@ -164,7 +163,11 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
     def _end(self, plog: PartitionLog) -> int:
         end = plog.end_offset(self.ignore_hw)
-        return last_stable_offset(plog, end) if self.read_committed else end
+        if not self.read_committed:
+            return end
+        from .transactions import last_stable_offset
+
+        return last_stable_offset(plog, end)
 
     def _latest(self, plogs: dict) -> Offsets:
         out: Offsets = {}
@@ -262,6 +265,8 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
                     continue
                 planned = plan_partition(plog, lo, hi)
                 if planned and self.read_committed:
+                    from .transactions import aborted_transactions
+
                     aborted = aborted_transactions(plog, plog.end_offset(self.ignore_hw))
                     planned = _with_aborted(planned, aborted, lo, hi) if aborted else planned
                 out.extend(InputPartition((s, self.fail_on_data_loss)) for s in planned)

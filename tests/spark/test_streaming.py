@@ -341,3 +341,28 @@ def test_query_skips_deleted_segments_with_fail_on_data_loss_false(spark, tmp_pa
     assert got == list(range(200)) + list(range(new_first, 400))
     offsets = json.loads(open(sorted(glob.glob(os.path.join(ck, "offsets", "[0-9]*")), key=lambda p: int(os.path.basename(p)))[-1]).read().splitlines()[-1])
     assert offsets == {"t": {"0": 400}}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_read_committed_stream_in_small_batches_matches_the_model(tmp_path, seed):
+    """Micro-batches of 7 offsets cut transactions whose markers lie in later batches: each
+    batch still drops the aborted ones and stops at the last stable offset."""
+    import random
+
+    from tests.spark.test_read_committed import _expected, _random_txn_log, _write
+
+    d = str(tmp_path)
+    records = _write(d, "t", lambda plog: _random_txn_log(plog, random.Random(seed), 150))
+    want, lso = _expected(records, records[-1][0] + 1)
+    r = reader(d, startingOffsets="earliest", maxOffsetsPerTrigger="7", **{"isolation.level": "read_committed"})
+    got, start = [], r.initialOffset()
+    while True:
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end == start:
+            break
+        for part in r.partitions(start, end):
+            for batch in r.read(part):
+                got += batch.column("offset").to_pylist()
+        start = end
+    assert start == {"t": {"0": lso}}
+    assert sorted(got) == want
