@@ -5,7 +5,11 @@
     df = (spark.read.format("kafka-segments").option("log.dirs", "/var/lib/krait")
           .option("subscribe", "orders").load())
 
-The DataFrame has exactly the columns of Spark's Kafka source. Planning (driver side)
+The DataFrame has exactly the columns of Spark's Kafka source, or the subset a schema
+given with ``.schema("partition int, offset long")`` names: Spark gives Python data
+sources no column pruning (PythonScanBuilder only takes filters), so a narrow schema is
+how a query says what it reads, and only those columns are decoded (no key, value or
+headers: batch headers only, nothing decompressed). Planning (driver side)
 resolves offset and time ranges through ``.index`` / ``.timeindex`` and emits one input
 partition per segment (split at index entries when ``minPartitions`` asks for more);
 executors decode whole batches with numba kernels (:mod:`spark_jobs.decode`) and yield
