@@ -40,17 +40,28 @@ RECORDS_PER_BATCH = 150  # 150 x ~107 bytes = ~16 KiB, a producer's default batc
 VALUE = bytes(range(100))
 
 
-def write_topic(log_dir: str, topic: str, partitions: int, records: int, compression: int = 0) -> int:
-    """Write ``records`` records; one batch is built once and its baseOffset patched per
-    append (outside the CRC), so writing is I/O speed, not Python record encoding."""
+def write_topic(log_dir: str, topic: str, partitions: int, records: int, compression: int = 0,
+                distinct: int = 0) -> int:
+    """Write ``records`` records; batches are built once and their baseOffset patched per
+    append (outside the CRC), so writing is I/O speed, not Python record encoding.
+
+    ``distinct=0``: every value is the same 100 bytes. ``distinct=K``: K batches of random
+    100-byte values (seeded) are cycled, so there are K x 150 distinct values: enough to
+    defeat a columnar format's dictionary encoding, as real payloads do."""
+    import random
+
     per_part = records // partitions
-    template = bytearray(build_batch([(None, VALUE)] * RECORDS_PER_BATCH, timestamp=1_700_000_000_000,
-                                     compression=compression))
+    rng = random.Random(7)
+    values = [[VALUE] * RECORDS_PER_BATCH] if not distinct else \
+        [[rng.randbytes(len(VALUE)) for _ in range(RECORDS_PER_BATCH)] for _ in range(distinct)]
+    templates = [bytearray(build_batch([(None, v) for v in vs], timestamp=1_700_000_000_000,
+                                       compression=compression)) for vs in values]
     written = 0
     for p in range(partitions):
         w = PartitionWriter(log_dir, topic, p, segment_bytes=256 << 20)
         n = 0
         while n < per_part:
+            template = templates[(n // RECORDS_PER_BATCH) % len(templates)]
             template[0:8] = w.next_offset.to_bytes(8, "big")
             w.append_raw(bytes(template))
             n += RECORDS_PER_BATCH

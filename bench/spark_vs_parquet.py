@@ -3,7 +3,9 @@
     .venv/bin/python bench/spark_vs_parquet.py [--records 2000000] [--runs 3] [--first-runs 3]
 
 Writes ``--records`` records of 100 B (null keys, ~16 KiB batches, 4 partitions: the
-``write_topic`` of bench/spark_scan_bench.py) in Kafka's layout, exports the same rows
+``write_topic`` of bench/spark_scan_bench.py; random values, 4096 x 150 distinct ones, as
+real payloads are: with one constant value Parquet's dictionary encoding stores the value
+column as almost nothing, which no real topic gives it) in Kafka's layout, exports the same rows
 once to Parquet (Spark's writer, defaults: snappy; columns key, value, topic, partition,
 offset, timestamp, timestampType), then on local[2], median of the runs:
 
@@ -16,6 +18,11 @@ offset, timestamp, timestampType), then on local[2], median of the runs:
 2. **warm aggregate**: the same query repeated in one long-lived session.
 3. **count()**: kafka-segments with its full schema, with a narrow user-given schema
    (``partition int, offset long``: header-only), and Parquet.
+
+Warm and count() also run a Python data source that yields prebuilt Arrow batches of the
+full schema and the same row count (bench/spark_scan_bench.py's ceiling): what Spark's
+Python data source API itself costs for these rows, with no decoding at all. It bounds
+what any reader behind that API can reach.
 
 The aggregate query: ``groupBy(partition).agg(count, min/max offset,
 sum(length(value)), count of null keys)``. kafka-segments is read with its default (full)
@@ -109,6 +116,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--runs", type=int, default=5, help="warm runs (median)")
     ap.add_argument("--first-runs", type=int, default=3, help="new processes per source for the first query")
+    ap.add_argument("--distinct-batches", type=int, default=4096,
+                    help="random-valued batch templates cycled (x150 distinct values); 0: one constant value, "
+                         "which Parquet's dictionary encoding stores as nearly nothing")
     ap.add_argument("--keep", help="write the data here and keep it (reused when present)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -118,7 +128,7 @@ def main() -> None:
         child_first(args.child, args.path, args.schema)
         return
 
-    from bench.spark_scan_bench import write_topic
+    from bench.spark_scan_bench import make_ceiling_source, write_topic
 
     root = args.keep or tempfile.mkdtemp(prefix="krait-vs-parquet-")
     log_dir, pq_dir = os.path.join(root, "logs"), os.path.join(root, "parquet")
@@ -126,7 +136,7 @@ def main() -> None:
         if not os.path.isdir(log_dir):
             os.makedirs(log_dir)
             t = time.perf_counter()
-            n = write_topic(log_dir, "bench", args.partitions, args.records)
+            n = write_topic(log_dir, "bench", args.partitions, args.records, distinct=args.distinct_batches)
             print(f"wrote {n:,} records in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         spark = session("spark_vs_parquet")
         if not os.path.isdir(pq_dir):
@@ -156,6 +166,12 @@ def main() -> None:
         for k, df in dfs.items():  # warm-up and check
             assert aggregate(df) == expect, k
             assert cdfs[k].count() == n, k
+        # what any Python data source costs Spark for these rows: prebuilt Arrow batches
+        spark.dataSource.register(make_ceiling_source())
+        per_task = -(-n // args.partitions)
+        dfs["ceiling"] = cdfs["ceiling"] = (spark.read.format("arrow-ceiling").option("tasks", args.partitions)
+                                            .option("rows_per_task", per_task).option("batch_rows", 32768).load())
+        aggregate(dfs["ceiling"])
         warm: dict[str, list[float]] = {k: [] for k in dfs}
         count: dict[str, list[float]] = {k: [] for k in dfs}
         for _ in range(args.runs):
@@ -170,8 +186,9 @@ def main() -> None:
     med = {f"{what}:{k}": statistics.median(v) for what, d in (("first", first), ("warm", warm), ("count", count))
            for k, v in d.items()}
     names = {"kafka": "kafka-segments (full schema)", "kafka_narrow": "kafka-segments (narrow schema)",
-             "parquet": "Parquet"}
-    print(f"\n{n:,} records of 100 B, local[2], {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; "
+             "parquet": "Parquet",
+             "ceiling": "ceiling of a Python data source (prebuilt Arrow batches, full schema, same row count)"}
+    print(f"\n{n:,} records of 100 B ({args.distinct_batches * 150:,} distinct values), local[2], {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; "
           f"median of {args.first_runs} new processes (first query) / {args.runs} runs (warm, count)\n")
     print("| measure | source | seconds | M rows/s | vs Parquet (rows/s ratio) | runs |")
     print("|---|---|---:|---:|---:|---|")
