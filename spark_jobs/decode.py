@@ -65,7 +65,6 @@ __all__ = [
     "preload_kernels",
     "decode_batches",
     "empty_batch",
-    "aborted_mask",
 ]
 
 # Columns of the header table returned by walk_headers (one int64 row per batch).
@@ -225,7 +224,7 @@ def _kernels() -> Any:
         jit = numba.njit(cache=True, nogil=True)
         _KERNELS = types.SimpleNamespace(
             walk_headers=jit(_walk_headers), decode_bodies=jit(_decode_bodies),
-            decode_headers=jit(_decode_headers), gather=jit(_gather), aborted=jit(_aborted_kernel))
+            decode_headers=jit(_decode_headers), gather=jit(_gather))
     return _KERNELS
 
 
@@ -569,42 +568,3 @@ def select_rows(headers: np.ndarray, offset_lo: int, offset_hi: int, ts_lo: int 
     if ts_lo is not None:
         keep &= headers[:, H_MAX_TS] >= ts_lo
     return keep
-
-
-def _aborted_kernel(pids, bases, txn, ab_pid, ab_first, ab_last, out):
-    """out[i] = batch i is transactional and inside an aborted transaction of its producer
-    (a binary search over the ranges sorted by (producer id, first offset))."""
-    n = ab_pid.shape[0]
-    for i in range(pids.shape[0]):
-        if not txn[i]:
-            continue
-        p = pids[i]
-        b = bases[i]
-        lo = 0
-        hi = n
-        while lo < hi:  # the first range with (pid, first) > (p, b)
-            mid = (lo + hi) // 2
-            if ab_pid[mid] < p or (ab_pid[mid] == p and ab_first[mid] <= b):
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo - 1
-        out[i] = j >= 0 and ab_pid[j] == p and b <= ab_last[j]
-
-
-def aborted_mask(headers: np.ndarray, aborted: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    """Batches of a header table that belong to an aborted transaction, given the aborted
-    (producer id, first offset, ABORT marker offset) ranges: a transactional batch of
-    producer P whose base offset lies in one of P's ranges (a producer has one transaction
-    open at a time, so every transactional batch of P in the range is that one's)."""
-    out = np.zeros(len(headers), dtype=np.bool_)
-    if not aborted or not len(headers):
-        return out
-    txn = (headers[:, H_ATTRIBUTES] & ATTR_TRANSACTIONAL) != 0
-    if not txn.any():
-        return out
-    ab = np.array(sorted(aborted), dtype=np.int64).reshape(-1, 3)
-    _kernels().aborted(np.ascontiguousarray(headers[:, H_PRODUCER_ID]), np.ascontiguousarray(headers[:, H_BASE_OFFSET]),
-                    txn, np.ascontiguousarray(ab[:, 0]), np.ascontiguousarray(ab[:, 1]),
-                    np.ascontiguousarray(ab[:, 2]), out)
-    return out

@@ -38,7 +38,6 @@ from .decode import (
     H_POS,
     H_SIZE,
     HEADER_SIZE,
-    aborted_mask,
     decode_batches,
     needs_records,
     preload_kernels,
@@ -485,6 +484,8 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
                 raise CorruptRecordError(f"{s.path}: no valid batch at position {pos}")
             keep = select_rows(headers, s.offset_lo, s.offset_hi, s.ts_lo)
             if s.aborted:
+                from .transactions import aborted_mask  # here: .transactions imports this module
+
                 keep &= ~aborted_mask(headers, s.aborted)
             sel = headers[keep]
             if len(sel):
