@@ -19,8 +19,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .cluster.broker_channel import Peer
 from .replica_manager import ReplicaManager
+from .security.client_security import ClientSecurity
 from .security.inter_broker import open_broker_connection
-from .tools.client_security import ClientSecurity
 
 log = logging.getLogger("krait.replica_fetcher")
 

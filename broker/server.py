@@ -23,7 +23,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ProtocolError
 
 from .security.authenticator import Outcome, SaslAuthenticator
-from .security.quotas import REQUEST, mute, request_throttle
+from .security.quotas import REQUEST, request_throttle
 from .security.tls import certificate_principal
 from .security.tls_transport import TlsProtocol
 
@@ -363,7 +363,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         if request_quota:
             # request_percentage: the event loop's time on this request (its synchronous part)
-            mute(self, request_throttle(self.broker, ctx, (time.perf_counter() - started) * 1000))
+            self.mute(request_throttle(self.broker, ctx, (time.perf_counter() - started) * 1000))
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t, s=slot, h=header: self._task_done(t, s, h))

@@ -17,8 +17,8 @@ from typing import Any
 from protocol import apis, framing
 from protocol.build import make
 
+from ..security.client_security import ClientSecurity
 from ..security.inter_broker import open_broker_connection
-from ..tools.client_security import ClientSecurity
 
 log = logging.getLogger("krait.broker_channel")
 

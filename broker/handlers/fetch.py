@@ -32,7 +32,7 @@ from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_respon
 from ..replica_manager import READ_COMMITTED
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
-from ..security.quotas import fetch_max_bytes, fetch_throttle, mute
+from ..security.quotas import fetch_max_bytes, fetch_throttle
 from . import handles
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def _answer(broker: Broker, ctx: RequestContext, consumer: bool, topics: list[Fe
     if consumer:
         throttle = fetch_throttle(broker, ctx, size)
         if throttle > 0:
-            mute(ctx.conn, throttle)
+            ctx.conn.mute(throttle)
             return encode_fetch_response(version, correlation_id, [], throttle_time_ms=throttle)[0]
         fetched = broker.metrics.fetched
         for ft in topics:

@@ -30,7 +30,7 @@ from storage.validator import RecordValidationError
 
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
-from ..security.quotas import mute, produce_throttle
+from ..security.quotas import produce_throttle
 from . import handles
 
 if TYPE_CHECKING:
@@ -222,7 +222,9 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
             ctx.conn.close()
             return None
         # no answer, but the byte rate still counts: the connection is muted (Kafka)
-        mute(ctx.conn, produce_throttle(broker, ctx, ctx.size))
+        throttle = produce_throttle(broker, ctx, ctx.size)
+        if throttle:
+            ctx.conn.mute(throttle)
         return None
     if waits:
         codes = {tp: broker.replicas.replicated_to(tp[0], tp[1], required, epoch) for tp, required, epoch in waits}
@@ -253,7 +255,8 @@ def _throttle(broker: Broker, ctx: RequestContext) -> int:
     """Kafka's sendResponseCallback: the request's size against the producer byte rate,
     recorded as the answer is made; over the quota the connection is muted (KIP-219)."""
     throttle = produce_throttle(broker, ctx, ctx.size)
-    mute(ctx.conn, throttle)
+    if throttle:
+        ctx.conn.mute(throttle)
     return throttle
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 
 from ..config import BrokerConfig, ConfigError
-from ..tools.client_security import ClientSecurity
 from ..tools.errors import ClientError
-from ..tools.sasl_client import open_secure_connection
+from .client_security import ClientSecurity
+from .sasl_client import open_secure_connection
 from .tls import listener_lookup
 
 _SSL_KEYS = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates", "ssl.keystore.type",

@@ -1,5 +1,5 @@
 """PEM helpers shared by the server's TLS (:mod:`broker.security.tls`) and the client's
-(:mod:`broker.tools.client_security`): a PKCS12 store read as PEM through the
+(:mod:`broker.security.client_security`): a PKCS12 store read as PEM through the
 ``cryptography`` package, and the private temporary file ``ssl.SSLContext.load_cert_chain``
 needs (it reads files only).
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRODUCE", "FETCH", "REQUEST", "QUOTA_KEYS", "USER_CLIENT_QUOTA_KEYS", "Rate", "QuotaManager",
-    "quotas_of", "produce_throttle", "fetch_throttle", "fetch_max_bytes", "request_throttle", "mute",
+    "quotas_of", "produce_throttle", "fetch_throttle", "fetch_max_bytes", "request_throttle",
 ]
 
 PRODUCE, FETCH, REQUEST = "Produce", "Fetch", "Request"  # Kafka's QuotaType names
@@ -406,8 +406,3 @@ def request_throttle(broker: Broker, ctx: RequestContext, handling_ms: float) ->
     return qm.record_request_time(_user(ctx), ctx.client_id, handling_ms, qm.clock())
 
 
-def mute(conn: Any, throttle_ms: int) -> None:
-    """KIP-219: the answer goes out at once with throttle_time_ms; the connection's next
-    requests are not read until the throttle time has passed (Connection.mute)."""
-    if throttle_ms > 0:
-        conn.mute(throttle_ms)

@@ -27,7 +27,7 @@ from protocol.apis import ApiKey
 from protocol.bounds import check_entity
 from protocol.errors import ErrorCode, KafkaError
 
-from .client_security import ClientSecurity
+from ..security.client_security import ClientSecurity
 from .errors import ClientError, check, kafka_error
 from .security_admin import SecurityAdmin
 from .wire import WireClient, connect

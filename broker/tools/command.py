@@ -17,8 +17,8 @@ from typing import TextIO
 
 from protocol.errors import KafkaError
 
+from ..security.client_security import ClientSecurity
 from .admin_client import AdminClient
-from .client_security import ClientSecurity
 from .errors import describe
 
 __all__ = ["CommandError", "Parser", "UsageError", "client_security", "connect_admin", "run"]

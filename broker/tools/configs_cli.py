@@ -23,8 +23,8 @@ from typing import Any, TextIO
 
 from protocol.errors import ErrorCode, KafkaError
 
+from ..security.client_security import read_client_properties
 from .admin_client import AdminClient
-from .client_security import read_client_properties
 from .command import Parser, UsageError, connect_admin, run
 from .security_admin import SCRAM_MECHANISMS, ScramCredentialInfo
 

@@ -11,7 +11,7 @@ values with :func:`protocol.build.make` and framed and decoded with
         md = c.request(ApiKey.METADATA, topics=None)          # negotiated version
         r = c.request(ApiKey.FETCH, 4, replica_id=-1, ...)    # a chosen version
 
-Against a secured listener pass a :class:`~broker.tools.client_security.ClientSecurity`
+Against a secured listener pass a :class:`~broker.security.client_security.ClientSecurity`
 (built from Kafka client properties): the connection is then wrapped in TLS (certificate
 checked) and, after ApiVersions, authenticated with SaslHandshake + SaslAuthenticate, as
 Kafka's clients do; when the broker gives the session a lifetime the client
@@ -41,9 +41,9 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 
-from .client_security import ClientSecurity
+from ..security.client_security import ClientSecurity
+from ..security.sasl_client import reauth_delay_ms, run_requests, sasl_requests
 from .errors import ClientError, check
-from .sasl_client import reauth_delay_ms, run_requests, sasl_requests
 
 __all__ = ["CLIENT_VERSIONS", "WireClient", "connect", "encode_request", "parse_bootstrap"]
 

@@ -23,10 +23,10 @@ from broker.security.acls import (
     ResourcePatternFilter,
     ResourceType,
 )
+from broker.security.client_security import ClientSecurity
 from broker.tools import acls_cli
 from broker.tools.acls_cli import format_pattern, parse_operation, resource_filter_to_acls
 from broker.tools.admin_client import AdminClient
-from broker.tools.client_security import ClientSecurity
 from broker.tools.command import UsageError
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey

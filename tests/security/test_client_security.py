@@ -1,4 +1,4 @@
-"""The client side of security (broker/tools/client_security.py, sasl_client.py and the wire client):
+"""The client side of security (broker/security/client_security.py, sasl_client.py and the wire client):
 Kafka client properties -> TLS context and SASL exchange.
 
 Pure parts are tested directly: Java properties as java.util.Properties reads them, JAAS
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.tools.admin_client import AdminClient
-from broker.tools.client_security import (
+from broker.security.client_security import (
     ClientSecurity,
     build_ssl_context,
     normalize_pem,
@@ -29,14 +28,15 @@ from broker.tools.client_security import (
     parse_properties,
     read_client_properties,
 )
-from broker.tools.errors import ClientError
-from broker.tools.sasl_client import (
+from broker.security.sasl_client import (
     SaslMechanismClient,
     open_secure_connection,
     open_secure_session,
     reauth_delay_ms,
     sasl_authenticate_async,
 )
+from broker.tools.admin_client import AdminClient
+from broker.tools.errors import ClientError
 from broker.tools.security_admin import salted_password, scram_salt
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
@@ -327,7 +327,7 @@ def test_mechanism_not_enabled_lists_the_enabled_ones(secure: SecureBroker, cert
                                                       tmp_path: Path) -> None:
     # the broker enables PLAIN and SCRAM; ask for a mechanism it does not offer by
     # sending the handshake ourselves through the same generator the client uses
-    from broker.tools.sasl_client import run_requests, sasl_requests
+    from broker.security.sasl_client import run_requests, sasl_requests
 
     sec = _sasl(certs, "SASL_PLAINTEXT", "PLAIN", *ADMIN)
     sec.sasl_mechanism = "SCRAM-SHA-1"

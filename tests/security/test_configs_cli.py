@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.security.client_security import ClientSecurity
 from broker.tools import configs_cli
-from broker.tools.client_security import ClientSecurity
 from broker.tools.command import UsageError
 from broker.tools.configs_cli import (
     check_args,

@@ -17,7 +17,7 @@ Owns:
   SCRAM-SHA-256, SCRAM-SHA-512).
 
 The SASL exchange itself, and the asyncio connections that use all this, are in
-:mod:`broker.tools.sasl_client`.
+:mod:`broker.security.sasl_client`.
 
 Errors name the problem: a certificate the client does not trust or a bad property is a
 :class:`~broker.tools.errors.ClientError`. Passwords never appear in a message or a repr.
@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..security.jaas import JaasEntry, JaasError
-from ..security.jaas import parse_jaas_config as _parse_jaas
-from ..security.pem import Pkcs12Pem, load_pkcs12, private_pem
-from .errors import ClientError
+from ..tools.errors import ClientError
+from .jaas import JaasEntry, JaasError
+from .jaas import parse_jaas_config as _parse_jaas
+from .pem import Pkcs12Pem, load_pkcs12, private_pem
 
 __all__ = [
     "SASL_MECHANISMS",

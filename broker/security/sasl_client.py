@@ -11,7 +11,7 @@ Owns:
   :func:`sasl_authenticate_async`; :func:`reauth_delay_ms`, when a client re-authenticates;
 - :func:`open_secure_connection` / :func:`open_secure_session`: the asyncio path for the
   broker's own outgoing connections: TLS, ApiVersions and the SASL exchange as the
-  :class:`~broker.tools.client_security.ClientSecurity` says.
+  :class:`~broker.security.client_security.ClientSecurity` says.
 
 Errors name the problem: a refused login is a ``SASL_AUTHENTICATION_FAILED``
 :class:`~protocol.errors.KafkaError` carrying the broker's message; a certificate the
@@ -34,8 +34,8 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, ProtocolError
 
+from ..tools.errors import ClientError, kafka_error
 from .client_security import ClientSecurity, ssl_error
-from .errors import ClientError, kafka_error
 
 __all__ = [
     "Request",
