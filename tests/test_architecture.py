@@ -5,6 +5,7 @@
 - no import inside a function in the broker's core (a lazy import is how a cycle hides);
 - no module over 600 lines (bench/ and spark_jobs/ included);
 - protocol/, storage/, coordinator/ and txn_coordinator/ import nothing from broker/ (pure cores);
+- the daemon imports nothing from broker/tools/ (client-side code; only the CLI does);
 - one handler module per Kafka API, named for it, and ApiVersions lists exactly the
   versions the handler modules declare.
 """
@@ -119,6 +120,17 @@ def test_pure_cores_do_not_import_the_broker():
         if m.split(".")[0] in ("protocol", "storage", "coordinator", "txn_coordinator"):
             bad = {n for n in _runtime_imports(m, p) if n.split(".")[0] == "broker"}
             assert not bad, f"{m} imports {bad}"
+
+
+def test_the_daemon_does_not_import_the_tools():
+    """broker/tools/ is client-side code (docs/architecture.md): the daemon's modules use
+    broker/security/ and protocol/ for what its own outgoing connections need."""
+    for m, p in MODULES.items():
+        rel = p.relative_to(REPO).as_posix()
+        if not rel.startswith("broker/") or rel.startswith("broker/tools/") or rel in LAZY_OK:
+            continue
+        bad = {n for n in _runtime_imports(m, p) if n.startswith("broker.tools")}
+        assert not bad, f"{m} imports {sorted(bad)}"
 
 
 def test_no_lazy_imports_in_the_core():

@@ -20,7 +20,7 @@ The SASL exchange itself, and the asyncio connections that use all this, are in
 :mod:`broker.security.sasl_client`.
 
 Errors name the problem: a certificate the client does not trust or a bad property is a
-:class:`~broker.tools.errors.ClientError`. Passwords never appear in a message or a repr.
+:class:`~protocol.client_errors.ClientError`. Passwords never appear in a message or a repr.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tools.errors import ClientError
+from protocol.client_errors import ClientError
+
 from .jaas import JaasEntry, JaasError
 from .jaas import parse_jaas_config as _parse_jaas
 from .pem import Pkcs12Pem, load_pkcs12, private_pem

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
+from protocol.client_errors import ClientError
+
 from ..config import BrokerConfig, ConfigError
-from ..tools.errors import ClientError
 from .client_security import ClientSecurity
 from .sasl_client import open_secure_connection
 from .tls import listener_lookup

@@ -16,7 +16,7 @@ Owns:
 Errors name the problem: a refused login is a ``SASL_AUTHENTICATION_FAILED``
 :class:`~protocol.errors.KafkaError` carrying the broker's message; a certificate the
 client does not trust or an unreachable broker is a
-:class:`~broker.tools.errors.ClientError`. Passwords never appear in a message or a repr.
+:class:`~protocol.client_errors.ClientError`. Passwords never appear in a message or a repr.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
+from protocol.client_errors import ClientError, kafka_error
 from protocol.errors import ErrorCode, ProtocolError
 
-from ..tools.errors import ClientError, kafka_error
 from .client_security import ClientSecurity, ssl_error
 
 __all__ = [

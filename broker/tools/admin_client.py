@@ -8,8 +8,8 @@ between versions (FindCoordinator batching, OffsetFetch multi-group, DeleteTopic
 the method branches on the version.
 
 Error codes in responses are raised as :class:`protocol.errors.KafkaError` with the
-broker's message or one derived from the code (:mod:`broker.tools.errors`); trouble on
-the client's side as :class:`~broker.tools.errors.ClientError`. Nothing here prints.
+broker's message or one derived from the code (:mod:`protocol.client_errors`); trouble on
+the client's side as :class:`~protocol.client_errors.ClientError`. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from kio.serial import entity_reader
 
 from protocol.apis import ApiKey
 from protocol.bounds import check_entity
+from protocol.client_errors import ClientError, check, kafka_error
 from protocol.errors import ErrorCode, KafkaError
 
 from ..security.client_security import ClientSecurity
-from .errors import ClientError, check, kafka_error
 from .security_admin import SecurityAdmin
 from .wire import WireClient, connect
 

@@ -3,7 +3,7 @@
 codes and the admin connection (secured by ``--command-config`` where a command has it).
 
 A command prints one line on stderr for an error and exits 1, never a traceback: Kafka
-errors as ``NAME: message`` (:func:`broker.tools.errors.describe`), after the prefix its
+errors as ``NAME: message`` (:func:`protocol.client_errors.describe`), after the prefix its
 Kafka counterpart uses (``Error while executing topic command : ``, ``Error: ``).
 """
 
@@ -15,11 +15,11 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from protocol.client_errors import describe
 from protocol.errors import KafkaError
 
 from ..security.client_security import ClientSecurity
 from .admin_client import AdminClient
-from .errors import describe
 
 __all__ = ["CommandError", "Parser", "UsageError", "client_security", "connect_admin", "run"]
 

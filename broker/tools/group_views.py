@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from protocol.apis import ApiKey
+from protocol.client_errors import check, kafka_error
 from protocol.errors import ErrorCode, KafkaError
 
 from .admin_client import AdminClient, GroupDescription, GroupMember
-from .errors import check, kafka_error
 
 __all__ = [
     "GroupView",

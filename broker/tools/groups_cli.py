@@ -15,11 +15,11 @@ import re
 from collections.abc import Iterable
 from typing import TextIO
 
+from protocol.client_errors import describe
 from protocol.errors import ErrorCode, KafkaError
 
 from .admin_client import EARLIEST, LATEST, AdminClient, GroupDescription, GroupMember
 from .command import Parser, UsageError, connect_admin, run
-from .errors import describe
 from .group_views import GroupView, ViewMember, assignment_string, describe_group, display_type, explain, list_groups
 
 __all__ = ["format_group_offsets", "format_reset_offsets", "main", "parse_datetime"]

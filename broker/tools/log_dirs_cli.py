@@ -8,9 +8,10 @@ import argparse
 import json
 from typing import TextIO
 
+from protocol.client_errors import error_name
+
 from .admin_client import LogDirDescription
 from .command import CommandError, Parser, UsageError, connect_admin, run
-from .errors import error_name
 
 __all__ = ["format_log_dirs", "java_exception_name", "main"]
 

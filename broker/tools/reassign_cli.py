@@ -26,12 +26,12 @@ from typing import Any, TextIO
 
 from protocol import apis
 from protocol.apis import ApiKey
+from protocol.client_errors import ClientError, check, describe, kafka_error
 from protocol.errors import ErrorCode, KafkaError
 
 from ..cluster.election import assign_replicas
 from .admin_client import RESOURCE_BROKER, RESOURCE_TOPIC, AdminClient
 from .command import CommandError, Parser, UsageError, run
-from .errors import ClientError, check, describe, kafka_error
 from .wire import WireClient
 
 __all__ = ["ReassignmentClient", "format_assignment_json", "format_ongoing", "format_reassignment_states", "main",

@@ -6,7 +6,7 @@ the values they carry (:class:`AclEntry`, :class:`ScramCredentialInfo`).
 
 Used by ``krait acls`` and ``krait configs``. Error codes in responses are raised (or
 returned per item) as :class:`protocol.errors.KafkaError`; trouble on the client's side is
-a :class:`~broker.tools.errors.ClientError`. Nothing here prints.
+a :class:`~protocol.client_errors.ClientError`. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.apis import ApiKey
+from protocol.client_errors import ClientError, check, kafka_error
 from protocol.errors import KafkaError
 
 from ..security.sasl import secure_random_string
-from .errors import ClientError, check, kafka_error
 from .wire import WireClient
 
 __all__ = [

@@ -9,11 +9,11 @@ import re
 from collections.abc import Iterable
 from typing import TextIO
 
+from protocol.client_errors import describe
 from protocol.errors import ErrorCode, KafkaError
 
 from .admin_client import RESOURCE_TOPIC, AdminClient, PartitionInfo, TopicInfo, format_uuid
 from .command import CommandError, Parser, UsageError, connect_admin, run
-from .errors import describe
 
 __all__ = [
     "describe_topic_lines",

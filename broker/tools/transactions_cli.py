@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO, TypeVar
 
 from protocol.apis import ApiKey
+from protocol.client_errors import check, describe, kafka_error
 from protocol.errors import ErrorCode, KafkaError
 
 from .admin_client import AdminClient
 from .command import CommandError, Parser, UsageError, run
-from .errors import check, describe, kafka_error
 from .wire import WireClient
 
 __all__ = ["format_table", "main"]

@@ -24,7 +24,7 @@ Requests can be pipelined: :meth:`WireClient.send` several, then :meth:`WireClie
 the answers in order. Callers that do their own I/O (an asyncio load generator) build
 frames with :func:`encode_request`. Error codes in responses are left to the caller;
 trouble on the client's side (connect, timeout, undecodable answer) raises
-:class:`~broker.tools.errors.ClientError`.
+:class:`~protocol.client_errors.ClientError`.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from typing import Any
 from protocol import apis, framing
 from protocol.apis import ApiKey
 from protocol.build import make
+from protocol.client_errors import ClientError, check
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 
 from ..security.client_security import ClientSecurity
 from ..security.sasl_client import reauth_delay_ms, run_requests, sasl_requests
-from .errors import ClientError, check
 
 __all__ = ["CLIENT_VERSIONS", "WireClient", "connect", "encode_request", "parse_bootstrap"]
 

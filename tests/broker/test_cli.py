@@ -17,11 +17,11 @@ from kio.schema.consumer_protocol_assignment.v3.data import ConsumerProtocolAssi
 from kio.serial import entity_writer
 
 from broker.tools.admin_client import AdminClient, PartitionInfo, TopicInfo, decode_assignment, format_uuid
-from broker.tools.errors import ClientError, describe, kafka_error
 from broker.tools.groups_cli import format_group_offsets, format_reset_offsets, parse_datetime
 from broker.tools.topics_cli import format_topic_description, parse_configs
 from broker.tools.wire import parse_bootstrap
 from protocol.build import make
+from protocol.client_errors import ClientError, describe, kafka_error
 from protocol.errors import ErrorCode
 from tests.krait_harness import REPO
 

@@ -36,10 +36,10 @@ from broker.security.sasl_client import (
     sasl_authenticate_async,
 )
 from broker.tools.admin_client import AdminClient
-from broker.tools.errors import ClientError
 from broker.tools.security_admin import salted_password, scram_salt
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
+from protocol.client_errors import ClientError
 from protocol.errors import ErrorCode, KafkaError
 from tests.security.secure_broker import ADMIN, SecureBroker
 from tests.security.tls_ca import CertFiles, make_cert_files

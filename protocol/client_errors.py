@@ -1,4 +1,5 @@
-"""How the client tools turn Kafka error codes into exceptions and one-line text.
+"""How clients (the tools, and the broker when it connects to other brokers) turn Kafka
+error codes into exceptions and one-line text.
 
 Names and codes come from kio's :class:`ErrorCode` enum, which kio generates from Kafka's
 own error list (``NON_EMPTY_GROUP`` = 68); kio keeps no message at run time, so when the
