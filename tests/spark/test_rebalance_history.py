@@ -3,8 +3,9 @@ __consumer_offsets log written by a real broker for real consumer groups (conflu
 members, each its own process): a classic group whose members join one by one, one of which
 leaves (LeaveGroup) and one is SIGKILLed (evicted when its 6 s session times out) before the
 last one leaves (the group becomes Empty); and a KIP-848 consumer-protocol group whose second
-member joins and leaves. The job runs in-process on the session's Spark and once under
-spark-submit, started as soon as the log exists so that its JVM start-up overlaps."""
+member joins and leaves. The job runs in-process on the session's Spark and once through
+`krait spark` from a fresh shell's environment, started as soon as the log exists so that
+its JVM start-up overlaps."""
 
 from __future__ import annotations
 
@@ -36,8 +37,7 @@ from coordinator.records import (
     encode_offset_commit_value,
 )
 from spark_jobs import rebalance_history as rh
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.spark.conftest import fresh_shell_env
 
 pytest.importorskip("confluent_kafka")
 
@@ -159,7 +159,7 @@ def test_undecodable_and_commit_records_are_ignored():
 @pytest.fixture(scope="module")
 def real_log(tmp_path_factory):
     """Run the scenario against a real broker (stopped at the end, so that its high watermark
-    checkpoint covers every record), then start the job under spark-submit on its log dir."""
+    checkpoint covers every record), then start the job through `krait spark` on its log dir."""
     from tests.groups.members import FAST_CONSUMER_GROUPS, Member, SteadyProducer, create_topic, stop_all, wait_for
     from tests.krait_harness import BrokerProcess
 
@@ -209,12 +209,13 @@ def real_log(tmp_path_factory):
         broker.kill()
     log_dir = broker.log_dir
     out = str(base / "submit-out")
-    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    # through `krait spark`, from a fresh shell's environment, as an operator would run it
+    krait = os.path.join(os.path.dirname(sys.executable), "krait")
     logf = open(str(base / "submit.log"), "wb")
-    proc = subprocess.Popen([submit, "--master", "local[1]", "--driver-memory", "512m", "--conf", "spark.ui.enabled=false",
-                             os.path.join(ROOT, "spark_jobs", "rebalance_history.py"), "--log-dirs", log_dir,
-                             "--output", out], cwd=ROOT, env=env, stdout=logf, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([krait, "spark", "--master", "local[1]", "--driver-memory", "512m",
+                             "--conf", "spark.ui.enabled=false", "rebalance_history", "--log-dirs", log_dir,
+                             "--output", out], cwd=str(base), env=fresh_shell_env(), stdout=logf,
+                            stderr=subprocess.STDOUT)
     yield {"log_dir": log_dir, "classic": classic, "consumer": consumer, "submit": (proc, out, logf), "base": base}
     if proc.poll() is None:
         proc.kill()
@@ -276,7 +277,7 @@ def test_job_on_real_groups(spark, real_log, capsys):
     assert only["classic"] == {} and list(only["consumer"]) == ["rh-848"]
 
 
-def test_job_under_spark_submit(real_log):
+def test_job_through_krait_spark(real_log):
     proc, out, logf = real_log["submit"]
     rc = proc.wait(240)
     logf.close()
