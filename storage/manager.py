@@ -437,20 +437,25 @@ class LogManager:
         """Write ``replication-offset-checkpoint`` of every log dir (Kafka does this every
         ``replica.high.watermark.checkpoint.interval.ms``, apart from the other three)."""
         for log_dir in self.log_dirs:
-            logs = {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
             try:
-                ck.write_checkpoint(os.path.join(log_dir, ck.REPLICATION_OFFSET),
-                                    {tp: p.high_watermark for tp, p in logs.items()})
+                self._write_high_watermarks(log_dir, self._logs_in(log_dir))
             except OSError as e:
                 log.error("cannot write checkpoints in %s: %s", log_dir, e)
 
+    def _logs_in(self, log_dir: str) -> dict[TopicPartition, PartitionLog]:
+        return {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
+
+    @staticmethod
+    def _write_high_watermarks(log_dir: str, logs: dict[TopicPartition, PartitionLog]) -> None:
+        ck.write_checkpoint(os.path.join(log_dir, ck.REPLICATION_OFFSET), {tp: p.high_watermark for tp, p in logs.items()})
+
     def _checkpoint_dir(self, log_dir: str, extra: dict[TopicPartition, PartitionLog] | None = None) -> None:
-        logs = {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
+        logs = self._logs_in(log_dir)
         logs.update(extra or {})
         ck.write_checkpoint(os.path.join(log_dir, ck.RECOVERY_POINT), {tp: p.recovery_point for tp, p in logs.items()})
         ck.write_checkpoint(os.path.join(log_dir, ck.LOG_START_OFFSET),
                             {tp: p.log_start_offset for tp, p in logs.items() if p.log_start_offset > 0})
-        ck.write_checkpoint(os.path.join(log_dir, ck.REPLICATION_OFFSET), {tp: p.high_watermark for tp, p in logs.items()})
+        self._write_high_watermarks(log_dir, logs)
         ck.write_checkpoint(os.path.join(log_dir, ck.CLEANER_OFFSET),
                             {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs})
 
