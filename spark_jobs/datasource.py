@@ -189,8 +189,7 @@ def check_workers_python(spark: SparkSession) -> None:
         probe = ("import importlib.util as u, sys; "
                  "print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))")
         try:
-            r = subprocess.run([exe, "-c", probe, *WORKER_MODULES], capture_output=True, text=True, timeout=60,
-                               cwd=os.getcwd())
+            r = subprocess.run([exe, "-c", probe, *WORKER_MODULES], capture_output=True, text=True, timeout=60)
             missing = r.stdout.split() if r.returncode == 0 else list(WORKER_MODULES)
         except (OSError, subprocess.TimeoutExpired):
             missing = list(WORKER_MODULES)

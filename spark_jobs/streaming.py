@@ -47,7 +47,6 @@ Options are Spark's Kafka source's where they apply:
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
 import time
@@ -69,8 +68,6 @@ if TYPE_CHECKING:
     from .logdir import PartitionLog
 
 __all__ = ["KafkaSegmentsStreamReader", "DataLossError", "duration_ms"]
-
-log = logging.getLogger("krait.spark.streaming")
 
 Offsets = dict[str, dict[str, int]]  # {"topic": {"partition": next offset}}, Spark's Kafka JSON
 _NO_LIMIT = 2**63 - 1
@@ -269,7 +266,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
                     aborted = aborted_transactions(plog, plog.end_offset(self.ignore_hw))
                     planned = _with_aborted(planned, aborted, lo, hi) if aborted else planned
-                out.extend(InputPartition((s, self.fail_on_data_loss)) for s in planned)
+                out.extend(InputPartition(s) for s in planned)
         return out
 
     def read(self, partition: InputPartition) -> Iterator:
@@ -277,13 +274,10 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
         from .logdir import read_slice
 
-        s, fail_on_data_loss = partition.value
+        s = partition.value
         if not os.path.exists(s.path):
-            msg = (f"segment {s.path} of {s.topic}-{s.partition} was deleted before offsets "
-                   f"{s.offset_lo} to {s.offset_hi} could be read from it")
-            if fail_on_data_loss:
-                raise DataLossError(msg + "." + _DATA_LOSS_HINT)
-            print(f"WARN kafka-segments: {msg}; skipped (failOnDataLoss=false)", file=sys.stderr, flush=True)
+            self._data_loss(f"segment {s.path} of {s.topic}-{s.partition} was deleted before offsets "
+                            f"{s.offset_lo} to {s.offset_hi} could be read from it")
             return iter(())
         return read_slice(s, arrow_schema(self.schema))
 
@@ -293,5 +287,4 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     def _data_loss(self, msg: str) -> None:
         if self.fail_on_data_loss:
             raise DataLossError(msg + "." + _DATA_LOSS_HINT)
-        log.warning("%s; skipped (failOnDataLoss=false)", msg)
         print(f"WARN kafka-segments: {msg}; skipped (failOnDataLoss=false)", file=sys.stderr, flush=True)

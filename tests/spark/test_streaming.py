@@ -187,7 +187,7 @@ def test_a_segment_deleted_after_planning(tmp_path, capsys):
     for fail, expect in (("true", DataLossError), ("false", None)):
         r = reader(d, startingOffsets="earliest", failOnDataLoss=fail)
         parts = r.partitions({"t": {"0": 0}}, {"t": {"0": 100}})
-        victim = parts[0].value[0].path
+        victim = parts[0].value.path
         saved = open(victim, "rb").read()
         os.remove(victim)
         try:
