@@ -10,6 +10,7 @@ matplotlib set to the Agg backend (no display on servers).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrameReader, SparkSession
 
-__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table", "time_axis"]
+__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table", "time_axis",
+           "utc", "iso"]
 
 
 def log(msg: str) -> None:
@@ -109,6 +111,16 @@ def progress(spark: SparkSession, what: str, interval: float = 2.0) -> Iterator[
         stop.set()
         th.join()
         log(f"{what}: done in {time.time() - t0:.1f}s")
+
+
+def utc(ms: int) -> dt.datetime:
+    """Epoch milliseconds (Kafka's timestamps) as an aware UTC datetime."""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds, None for None."""
+    return None if ms is None else utc(ms).isoformat(timespec="milliseconds")
 
 
 def write_json(path: str, obj: Any) -> None:

@@ -8,16 +8,11 @@ or stable) and one for the group's epochs.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from spark_jobs.jobcommon import pyplot
+from spark_jobs.jobcommon import pyplot, utc
 
 __all__ = ["chart_classic", "chart_consumer"]
-
-
-def _dt(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
 
 def _label(m: dict) -> str:
@@ -37,7 +32,7 @@ def chart_classic(path: str, group: str, h: dict, end_ms: int) -> None:
             order.setdefault(m["member_id"], m)
     lanes = list(order)
     fig, ax = plt.subplots(figsize=(12, 1.6 + 0.55 * (len(lanes) + 1)))
-    span = lambda a, b: (mdates.date2num(_dt(a)), max(mdates.date2num(_dt(b)) - mdates.date2num(_dt(a)), 1e-9))  # noqa: E731
+    span = lambda a, b: (mdates.date2num(utc(a)), max(mdates.date2num(utc(b)) - mdates.date2num(utc(a)), 1e-9))  # noqa: E731
     top = len(lanes)
     for g in gens:
         r = g["rebalance"]
@@ -50,17 +45,17 @@ def chart_classic(path: str, group: str, h: dict, end_ms: int) -> None:
         until = g["stable_until_ms"] or end_ms
         color = "#bbbbbb" if g["state"] == "Empty" else "#4caf50"
         ax.broken_barh([span(done, max(until, done))], (top - 0.35, 0.7), facecolors=color)
-        ax.text(_dt(done), top, f" gen {g['generation']}" + (" (Empty)" if g["state"] == "Empty" else ""),
+        ax.text(utc(done), top, f" gen {g['generation']}" + (" (Empty)" if g["state"] == "Empty" else ""),
                 fontsize=8, va="center", color="white" if g["state"] != "Empty" else "black", fontweight="bold")
-        ax.axvline(_dt(done), color="#999999", lw=0.6, ls=":")
+        ax.axvline(utc(done), color="#999999", lw=0.6, ls=":")
         for m in g["members"]:
             y = lanes.index(m["member_id"])
             ax.broken_barh([span(done, max(until, done))], (y - 0.3, 0.6), facecolors="#81c784")
             ax.broken_barh([span(est, done)], (y - 0.3, 0.6), facecolors="#ffcc80")
             if m["member_id"] in g["joined"]:
-                ax.plot([_dt(j)], [y], marker="^", color="#1565c0", ms=8)
+                ax.plot([utc(j)], [y], marker="^", color="#1565c0", ms=8)
             ps = ",".join(p.rsplit("-", 1)[1] for p in m["partitions"])
-            ax.text(_dt(done), y, f" p{ps}" if ps else " (none)", fontsize=7, va="center")
+            ax.text(utc(done), y, f" p{ps}" if ps else " (none)", fontsize=7, va="center")
         for d in g["left"]:
             if d["member_id"] not in lanes:
                 continue
@@ -69,8 +64,8 @@ def chart_classic(path: str, group: str, h: dict, end_ms: int) -> None:
                 ax.broken_barh([span(d["last_commit_ms"], j)], (y - 0.3, 0.6), facecolors="#ffcdd2", hatch="xx",
                                edgecolor="#e57373", lw=0)
             evicted = d["how"].startswith("evicted")
-            ax.plot([_dt(j)], [y], marker="X" if evicted else "v", color="#c62828" if evicted else "#6a1b9a", ms=9)
-            ax.text(_dt(j), y + 0.32, f" {d['how']}" + (f" (silent {d['silent_ms'] / 1000:.1f} s)"
+            ax.plot([utc(j)], [y], marker="X" if evicted else "v", color="#c62828" if evicted else "#6a1b9a", ms=9)
+            ax.text(utc(j), y + 0.32, f" {d['how']}" + (f" (silent {d['silent_ms'] / 1000:.1f} s)"
                                                         if d.get("silent_ms") is not None and evicted else ""),
                     fontsize=7, color="#c62828" if evicted else "#6a1b9a")
     ax.set_yticks(list(range(len(lanes))) + [top])
@@ -110,7 +105,7 @@ def chart_consumer(path: str, group: str, h: dict, end_ms: int) -> None:
     lanes = [m["member_id"] for m in mems]
     top = len(lanes)
     fig, ax = plt.subplots(figsize=(12, 1.6 + 0.55 * (len(lanes) + 1)))
-    span = lambda a, b: (mdates.date2num(_dt(a)), max(mdates.date2num(_dt(b)) - mdates.date2num(_dt(a)), 1e-9))  # noqa: E731
+    span = lambda a, b: (mdates.date2num(utc(a)), max(mdates.date2num(utc(b)) - mdates.date2num(utc(a)), 1e-9))  # noqa: E731
     eps = h["epochs"]
     for i, e in enumerate(eps):
         nxt = eps[i + 1]["started_ms"] if i + 1 < len(eps) else end_ms
@@ -118,9 +113,9 @@ def chart_consumer(path: str, group: str, h: dict, end_ms: int) -> None:
         ax.broken_barh([span(e["started_ms"], min(rec, nxt))], (top - 0.35, 0.7), facecolors="#f0a030")
         if rec < nxt:
             ax.broken_barh([span(rec, nxt)], (top - 0.35, 0.7), facecolors="#4caf50" if e["members"] else "#bbbbbb")
-        ax.text(_dt(e["started_ms"]), top, f" epoch {e['epoch']}", fontsize=8, va="center", fontweight="bold",
+        ax.text(utc(e["started_ms"]), top, f" epoch {e['epoch']}", fontsize=8, va="center", fontweight="bold",
                 color="white" if e["members"] else "black")
-        ax.axvline(_dt(e["started_ms"]), color="#999999", lw=0.6, ls=":")
+        ax.axvline(utc(e["started_ms"]), color="#999999", lw=0.6, ls=":")
     colors = {"stable": "#81c784", "unrevoked partitions": "#ffb74d", "unreleased partitions": "#ffe082"}
     for y, m in enumerate(mems):
         stop = m["left_ms"] or end_ms
@@ -133,12 +128,12 @@ def chart_consumer(path: str, group: str, h: dict, end_ms: int) -> None:
             ax.broken_barh([span(s["ms"], max(until, s["ms"]))], (y - 0.3, 0.6), facecolors=c)
             if i == 0 or s["member_epoch"] != steps[i - 1]["member_epoch"]:
                 ps = ",".join(p.rsplit("-", 1)[1] for p in s["partitions"])
-                ax.text(_dt(s["ms"]), y, f" e{s['member_epoch']} " + (f"p{ps}" if ps else "(none)"), fontsize=7,
+                ax.text(utc(s["ms"]), y, f" e{s['member_epoch']} " + (f"p{ps}" if ps else "(none)"), fontsize=7,
                         va="center")
-        ax.plot([_dt(m["joined_ms"])], [y], marker="^", color="#1565c0", ms=8)
+        ax.plot([utc(m["joined_ms"])], [y], marker="^", color="#1565c0", ms=8)
         if m["left_ms"] is not None:
-            ax.plot([_dt(m["left_ms"])], [y], marker="v", color="#6a1b9a", ms=9)
-            ax.text(_dt(m["left_ms"]), y + 0.32, " left or fenced", fontsize=7, color="#6a1b9a")
+            ax.plot([utc(m["left_ms"])], [y], marker="v", color="#6a1b9a", ms=9)
+            ax.text(utc(m["left_ms"]), y + 0.32, " left or fenced", fontsize=7, color="#6a1b9a")
     ax.set_yticks(list(range(len(lanes))) + [top])
     ax.set_yticklabels([_label(m) for m in mems] + ["group"], fontsize=8)
     ax.set_ylim(-0.8, top + 0.8)

@@ -40,7 +40,6 @@ decoded on the driver; offset commits are decoded on the executors and aggregate
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import sys
@@ -50,7 +49,7 @@ from typing import Any, NamedTuple
 if not __package__:  # run as a script (spark-submit spark_jobs/rebalance_history.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, reader, session, write_json
+from spark_jobs.jobcommon import base_parser, iso, log, print_table, progress, reader, session, write_json
 from spark_jobs.rebalance_charts import chart_classic, chart_consumer
 
 __all__ = ["Rec", "decode_group_records", "classic_windows", "classic_history", "consumer_history", "main"]
@@ -78,12 +77,6 @@ class ConsumerRec(NamedTuple):
     ts: int
     key: Any  # ConsumerGroupKey
     value: Any  # a consumer-group record value | None (tombstone)
-
-
-def iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
 # --- decoding -------------------------------------------------------------------------------------

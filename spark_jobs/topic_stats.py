@@ -10,22 +10,25 @@ figures (key/value bytes, per-minute counts) from the kafka-segments DataFrame.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sys
 
 if not __package__:  # run as a script (spark-submit spark_jobs/topic_stats.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, time_axis, write_json
-
-
-def utc(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-
-
-def iso(ms: int | None) -> str | None:
-    return None if ms is None else utc(ms).isoformat(timespec="milliseconds")
+from spark_jobs.jobcommon import (
+    base_parser,
+    iso,
+    log,
+    print_table,
+    progress,
+    pyplot,
+    reader,
+    session,
+    time_axis,
+    utc,
+    write_json,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
