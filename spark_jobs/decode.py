@@ -60,7 +60,6 @@ __all__ = [
     "walk_headers",
     "walk_headers_py",
     "walk_all_headers",
-    "kernels_loaded",
     "needs_records",
     "preload_kernels",
     "decode_batches",
@@ -191,10 +190,6 @@ def walk_all_headers(buf: np.ndarray, start: int = 0, end: int | None = None) ->
 
 _PY_WALK_BATCHES = 20_000  # ~40 ms of Python; numba's import + cache load costs ~1 s
 _KERNELS: Any = None
-
-
-def kernels_loaded() -> bool:
-    return _KERNELS is not None
 
 
 def preload_kernels() -> None:
@@ -510,8 +505,6 @@ def _decode_records(region: np.ndarray, headers: np.ndarray, *, topic: str, part
             columns.append(_binary_array(field.type, buf, o_kpos[:n], o_klen[:n]))
         elif name == "value":
             columns.append(_binary_array(field.type, buf, o_vpos[:n], o_vlen[:n]))
-        elif name in ("topic", "partition"):
-            columns.append(_constant_column(field, topic, partition, n))
         elif name == "offset":
             columns.append(pa.array(o_off[:n], type=field.type))
         elif name == "timestamp":
