@@ -257,7 +257,8 @@ def test_reassignment_fields(pair):
     a.create_topic("t", TID, {0: (1, 2), 1: (2, 3)}, {}, states_for({0: (1, 2), 1: (2, 3)}))
     meta = a.set_reassignment("t", 0, (3, 4, 1, 2), adding=(3, 4), removing=(1, 2))
     assert meta.assignment[0] == (3, 4, 1, 2) and meta.adding == {0: (3, 4)} and meta.removing == {0: (1, 2)}
-    _wait(lambda: b.topics["t"].adding == {0: (3, 4)})
+    # b learns of the topic through its ZooKeeper watch: wait for that before looking at it
+    _wait(lambda: "t" in b.topics and b.topics["t"].adding == {0: (3, 4)})
     doc = json.loads(raw.get("/brokers/topics/t")[0])
     assert doc["adding_replicas"] == {"0": [3, 4]} and doc["removing_replicas"] == {"0": [1, 2]}
     done = b.set_reassignment("t", 0, (3, 4))
