@@ -17,6 +17,7 @@ segments costs one ``stat`` per file, not one mmap.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -24,6 +25,9 @@ import struct
 from .errors import CorruptIndexError
 
 __all__ = ["OffsetIndex", "TimeIndex"]
+
+#: disk space is allocated for a writable index this much at a time (see _Index.reserve)
+_RESERVE_CHUNK = 64 << 10
 
 
 class _Index:
@@ -38,6 +42,7 @@ class _Index:
         self._mm: mmap.mmap | None = None
         self._entries = -1  # -1: not opened yet
         self._capacity = 0  # entries the current mapping can hold
+        self._reserved = 0  # bytes of the writable file known to have disk space allocated
         self.writable = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -81,7 +86,33 @@ class _Index:
         self._file_size = cap * self.entry_size
         self._entries = n
         self._capacity = cap
+        # the pages holding valid entries were written, so they have their disk space
+        self._reserved = -(-n * self.entry_size // mmap.PAGESIZE) * mmap.PAGESIZE
         self.writable = True
+
+    def reserve(self, entries: int) -> None:
+        """Make sure the next ``entries`` appends have disk space. The preallocated file is
+        sparse: the first write into one of its pages allocates it, and through the mapping
+        a full disk answers that with SIGBUS, which kills the process. Allocating ahead
+        turns it into an OSError (ENOSPC) here, which takes the log dir offline cleanly."""
+        if not self.writable:
+            return
+        end = min((self._entries + entries) * self.entry_size, self._file_size)
+        if end <= self._reserved:
+            return
+        upto = min(-(-end // _RESERVE_CHUNK) * _RESERVE_CHUNK, self._file_size)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            try:
+                os.posix_fallocate(fd, self._reserved, upto - self._reserved)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                # no fallocate here: zeros written past the valid entries allocate as well
+                os.pwrite(fd, bytes(upto - self._reserved), self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = upto
 
     def trim_to_valid_size(self) -> None:
         """Drop the preallocated tail and switch back to a read-only mapping."""
@@ -181,6 +212,8 @@ class _Index:
         if self._entries >= self._capacity:
             raise CorruptIndexError(f"{self.path}: index is full ({self._entries} entries)")
         assert self._mm is not None
+        if (self._entries + 1) * self.entry_size > self._reserved:
+            self.reserve(1)
         self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *fields)
         self._entries += 1
         self._dirty = True

@@ -17,8 +17,9 @@ Transactions (the LSO, COMMIT/ABORT markers, the ``.txnindex`` of aborted transa
 are the mixin storage.log_txn's; the append paths here hand it the batches with the
 transactional or control attribute bit, and only those.
 
-Every OSError on the write path takes this partition (only) offline: later calls raise
-KafkaStorageError until the log is reopened.
+Every OSError (the write path's, and a read's) takes this partition offline, and reports
+its log dir to the ``failure_channel`` (storage.log_dir_failure), which takes the whole dir
+offline: later calls raise KafkaStorageError until the process restarts.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .errors import KafkaStorageError, OffsetOutOfRangeError
 from .follower_append import check_offsets, new_epochs, run_end, whole_batches
 from .leader_epoch import LeaderEpochCache
 from .loader import load_log, rebuild_producer_state
+from .log_dir_failure import LogDirFailureChannel
 from .log_txn import TransactionalLog
 from .log_types import AppendResult, FileRegion, parse_dir_name
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
@@ -57,8 +59,9 @@ class PartitionLog(TransactionalLog):
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
                  recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = True,
                  clock: Callable[[], float] = time.time, topic_id: object = None, replicated: bool = False,
-                 high_watermark: int | None = None) -> None:
+                 high_watermark: int | None = None, failure_channel: LogDirFailureChannel | None = None) -> None:
         self.dir = directory
+        self._failure_channel = failure_channel
         self.topic = topic
         self.partition = partition
         self._config = config
@@ -167,8 +170,13 @@ class PartitionLog(TransactionalLog):
 
     def _fail(self, exc: BaseException) -> KafkaStorageError:
         self.offline = True
-        log.error("storage error on %s-%d, taking it offline: %s", self.topic, self.partition, exc)
-        return KafkaStorageError(f"{self.topic}-{self.partition}: {exc}")
+        parent = os.path.dirname(self.dir)
+        message = f"Error while accessing {self.name} in dir {parent}"
+        if self._failure_channel is not None:
+            self._failure_channel.maybe_add_offline_log_dir(parent, message, exc)
+        else:
+            log.error("%s, taking it offline: %s", message, exc)
+        return KafkaStorageError(f"{message}: {exc}")
 
     # --- append --------------------------------------------------------------------
 
@@ -513,22 +521,23 @@ class PartitionLog(TransactionalLog):
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and start the log empty at ``offset`` (the epoch cache too)."""
-        for s in self.segments:
-            s.delete()
-        for _, s in self._pending_deletes:
-            s.delete()
-        self._pending_deletes = []
-        for name in os.listdir(self.dir):
-            if name.endswith(SNAPSHOT_SUFFIX):
-                Path(self.dir, name).unlink(missing_ok=True)
-        seg = self._new_segment(offset)
-        seg.make_active(self._config.segment_index_bytes)
-        seg.created_ms = self._now_ms()
-        self.segments = [seg]
-        self._bases = [offset]
-        self._leo = self._hw = self._log_start = self.recovery_point = offset
-        self.producer_state.reset(offset)
+        self._check_online()
         try:
+            for s in self.segments:
+                s.delete()
+            for _, s in self._pending_deletes:
+                s.delete()
+            self._pending_deletes = []
+            for name in os.listdir(self.dir):
+                if name.endswith(SNAPSHOT_SUFFIX):
+                    Path(self.dir, name).unlink(missing_ok=True)
+            seg = self._new_segment(offset)
+            seg.make_active(self._config.segment_index_bytes)
+            seg.created_ms = self._now_ms()
+            self.segments = [seg]
+            self._bases = [offset]
+            self._leo = self._hw = self._log_start = self.recovery_point = offset
+            self.producer_state.reset(offset)
             self.epoch_cache.clear()  # after the segments, as Kafka does
         except OSError as e:
             raise self._fail(e) from e

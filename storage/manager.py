@@ -19,6 +19,13 @@ The broker drives the timers (all synchronous, bounded work):
 * :meth:`run_cleaner` every few seconds when ``log.cleaner.enable`` (one partition per call)
 * :meth:`shutdown` once, at exit.
 
+An I/O error in a log dir (a partition's files, or the dir's checkpoints) takes the whole
+dir offline through :attr:`LogManager.failure_channel` (Kafka's LogDirFailureChannel,
+KIP-112): every log in it goes offline at once, nothing is written there any more (no
+checkpoint, no clean-shutdown marker, so the next start recovers its logs), new
+partitions go to the other dirs. A dir that cannot be opened at start-up is offline from
+the start; with every dir offline, :meth:`LogManager.load` raises LogDirsOfflineError.
+
 A ``replicated`` manager (cluster mode) opens every log with its high watermark kept
 apart from its log end offset, starting from ``replication-offset-checkpoint`` (Kafka's
 highWatermarkCheckpoints; a partition missing from it starts at its log start, as in
@@ -43,6 +50,7 @@ from .cleaner import clean_log, cleanable_ratio
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError
 from .log import PartitionLog, parse_dir_name
+from .log_dir_failure import LogDirFailureChannel, LogDirsOfflineError, check_can_create
 from .log_dir_move import (
     DELETE_DIR_SUFFIX,
     ReplicaMove,
@@ -51,8 +59,8 @@ from .log_dir_move import (
     resolve_future_dirs,
 )
 
-__all__ = ["LogManager", "LogDirNotFoundError", "PARTITION_METADATA", "write_partition_metadata",
-           "read_partition_metadata"]
+__all__ = ["LogManager", "LogDirNotFoundError", "LogDirsOfflineError", "PARTITION_METADATA",
+           "write_partition_metadata", "read_partition_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +123,39 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self._locks: list[int] = []
         self._moves: dict[TopicPartition, ReplicaMove] = {}
+        #: where I/O errors are reported; its first report of a dir takes the dir offline
+        self.failure_channel = LogDirFailureChannel()
+        self.failure_channel.listeners.append(self._log_dir_failed)
+
+    # --- log dir failures ----------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        return not self.failure_channel.is_offline(log_dir)
+
+    def partitions_in(self, log_dir: str) -> list[TopicPartition]:
+        return [tp for tp, d in self._dir_of.items() if d == log_dir]
+
+    def _log_dir_failed(self, log_dir: str) -> None:
+        """Kafka's LogManager.handleLogDirFailure: every log in the dir goes offline, and
+        moves from or to it stop."""
+        log.warning("Stopping serving logs in dir %s", log_dir)
+        tps = self.partitions_in(log_dir)
+        for tp in tps:
+            self._logs[tp].offline = True
+        for move in list(self._moves.values()):
+            if log_dir in (move.log_dir, move.source_log_dir):
+                self.cancel_move(move)
+        log.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                    ",".join(f"{t}-{p}" for t, p in sorted(tps)), log_dir)
+        if not self.live_log_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
+
+    def _dir_failed(self, log_dir: str, message: str, exc: BaseException) -> None:
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, message, exc)
 
     # --- loading -------------------------------------------------------------------
 
@@ -130,53 +171,69 @@ class LogManager:
         if topic_configs:
             self._topic_configs.update(topic_configs)
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            self._lock(log_dir)
-        resolve_future_dirs(self.log_dirs)
-        for log_dir in self.log_dirs:
-            marker = os.path.join(log_dir, ck.CLEAN_SHUTDOWN)
-            clean = os.path.exists(marker)
-            self.had_clean_shutdown[log_dir] = clean
-            recovery = self._read_ck(log_dir, ck.RECOVERY_POINT)
-            starts = self._read_ck(log_dir, ck.LOG_START_OFFSET)
-            hws = self._read_ck(log_dir, ck.REPLICATION_OFFSET) if self.replicated else {}
-            self._cleaner_offsets.update(self._read_ck(log_dir, ck.CLEANER_OFFSET))
-            names = sorted(os.listdir(log_dir))
-            dirs = []
-            for name in names:
-                path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(path, ignore_errors=True)  # a topic deletion interrupted by a crash
-                    continue
-                tp = parse_dir_name(name)
-                if tp is None:
-                    continue
-                dirs.append((tp, path))
-            started = last = time.monotonic()
-            log.info("loading %d partitions from %s (%s shutdown)", len(dirs), log_dir, "clean" if clean else "unclean")
-            for n, (tp, path) in enumerate(dirs, 1):
-                if tp in self._logs:
-                    log.error("partition %s-%d found in two log dirs; keeping %s", tp[0], tp[1], self._dir_of[tp])
-                    continue
-                cfg = self._topic_configs.get(tp[0], self.default_config)
-                self._logs[tp] = PartitionLog(
-                    path, tp[0], tp[1], cfg, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
-                    clean_shutdown=clean, clock=self.clock, topic_id=read_partition_metadata(path),
-                    replicated=self.replicated, high_watermark=hws.get(tp, 0))
-                self._dir_of[tp] = log_dir
-                now = time.monotonic()
-                if now - last >= _PROGRESS_EVERY_S:
-                    log.info("loaded %d/%d partitions of %s (%.0f%%)", n, len(dirs), log_dir, 100.0 * n / len(dirs))
-                    last = now
-            log.info("loaded %d partitions from %s in %.3f s", len(dirs), log_dir, time.monotonic() - started)
-            # Remove the marker only now: a crash from here on must trigger recovery.
             try:
-                os.unlink(marker)
-                ck.fsync_dir(log_dir)
-            except FileNotFoundError:
-                pass
+                os.makedirs(log_dir, exist_ok=True)
+                self._lock(log_dir)
+            except OSError as e:
+                self._dir_failed(log_dir, f"Failed to create or validate data directory {log_dir}", e)
+        if not self.live_log_dirs:
+            raise LogDirsOfflineError(f"Shutdown broker because none of the specified log dirs from "
+                                      f"{', '.join(self.log_dirs)} can be created or validated")
+        if len(self.live_log_dirs) == len(self.log_dirs):
+            # with a dir offline, a -future dir cannot be told from a committed copy
+            resolve_future_dirs(self.log_dirs)
+        for log_dir in self.live_log_dirs:
+            try:
+                self._load_dir(log_dir)
+            except (OSError, StorageError) as e:
+                self._dir_failed(log_dir, f"Error while loading log dir {log_dir}", e)
+        if not self.live_log_dirs:
+            raise LogDirsOfflineError(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
+
+    def _load_dir(self, log_dir: str) -> None:
+        marker = os.path.join(log_dir, ck.CLEAN_SHUTDOWN)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[log_dir] = clean
+        recovery = self._read_ck(log_dir, ck.RECOVERY_POINT)
+        starts = self._read_ck(log_dir, ck.LOG_START_OFFSET)
+        hws = self._read_ck(log_dir, ck.REPLICATION_OFFSET) if self.replicated else {}
+        self._cleaner_offsets.update(self._read_ck(log_dir, ck.CLEANER_OFFSET))
+        names = sorted(os.listdir(log_dir))
+        dirs = []
+        for name in names:
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a topic deletion interrupted by a crash
+                continue
+            tp = parse_dir_name(name)
+            if tp is None:
+                continue
+            dirs.append((tp, path))
+        started = last = time.monotonic()
+        log.info("loading %d partitions from %s (%s shutdown)", len(dirs), log_dir, "clean" if clean else "unclean")
+        for n, (tp, path) in enumerate(dirs, 1):
+            if tp in self._logs:
+                log.error("partition %s-%d found in two log dirs; keeping %s", tp[0], tp[1], self._dir_of[tp])
+                continue
+            cfg = self._topic_configs.get(tp[0], self.default_config)
+            self._logs[tp] = PartitionLog(
+                path, tp[0], tp[1], cfg, recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                clean_shutdown=clean, clock=self.clock, topic_id=read_partition_metadata(path),
+                replicated=self.replicated, high_watermark=hws.get(tp, 0), failure_channel=self.failure_channel)
+            self._dir_of[tp] = log_dir
+            now = time.monotonic()
+            if now - last >= _PROGRESS_EVERY_S:
+                log.info("loaded %d/%d partitions of %s (%.0f%%)", n, len(dirs), log_dir, 100.0 * n / len(dirs))
+                last = now
+        log.info("loaded %d partitions from %s in %.3f s", len(dirs), log_dir, time.monotonic() - started)
+        # Remove the marker only now: a crash from here on must trigger recovery.
+        try:
+            os.unlink(marker)
+            ck.fsync_dir(log_dir)
+        except FileNotFoundError:
+            pass
 
     def _lock(self, log_dir: str) -> None:
         """Kafka's `.lock`: two brokers writing one log dir would corrupt it, so the
@@ -221,17 +278,24 @@ class LogManager:
             return existing
         cfg = config or self._topic_configs.get(topic, self.default_config)
         self._topic_configs[topic] = cfg
-        counts = {d: 0 for d in self.log_dirs}
+        check_can_create(self.failure_channel, self.log_dirs, topic, partition)
+        counts = {d: 0 for d in self.live_log_dirs}
         for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        log_dir = min(counts, key=lambda d: counts[d])
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        os.makedirs(path, exist_ok=True)
-        if topic_id is not None:
-            write_partition_metadata(path, topic_id)
-        plog = PartitionLog(path, topic, partition, cfg, clock=self.clock, topic_id=topic_id,
-                            replicated=self.replicated)
-        ck.fsync_dir(log_dir)
+        try:
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            plog = PartitionLog(path, topic, partition, cfg, clock=self.clock, topic_id=topic_id,
+                                replicated=self.replicated, failure_channel=self.failure_channel)
+            ck.fsync_dir(log_dir)
+        except OSError as e:
+            message = f"Error while creating log for {topic}-{partition} in dir {log_dir}"
+            self._dir_failed(log_dir, message, e)
+            raise KafkaStorageError(f"{message}: {e}") from e
         self._logs[tp] = plog
         self._dir_of[tp] = log_dir
         return plog
@@ -386,7 +450,7 @@ class LogManager:
             return PartitionLog(directory, old.topic, old.partition, old.config, recovery_point=old.log_end_offset,
                                 log_start_offset=old.log_start_offset, clean_shutdown=True, clock=self.clock,
                                 topic_id=old.topic_id, replicated=self.replicated,
-                                high_watermark=old.high_watermark)
+                                high_watermark=old.high_watermark, failure_channel=self.failure_channel)
         except (OSError, StorageError) as e:
             log.critical("cannot reopen %s: %s; %s-%d is offline until a restart", directory, e, old.topic,
                          old.partition)
@@ -426,21 +490,21 @@ class LogManager:
         return n
 
     def checkpoint(self) -> None:
-        """Write the four checkpoint files of every log dir."""
-        for log_dir in self.log_dirs:
+        """Write the four checkpoint files of every online log dir."""
+        for log_dir in self.live_log_dirs:
             try:
                 self._checkpoint_dir(log_dir)
             except OSError as e:
-                log.error("cannot write checkpoints in %s: %s", log_dir, e)
+                self._dir_failed(log_dir, f"Disk error while writing checkpoints in directory {log_dir}", e)
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write ``replication-offset-checkpoint`` of every log dir (Kafka does this every
-        ``replica.high.watermark.checkpoint.interval.ms``, apart from the other three)."""
-        for log_dir in self.log_dirs:
+        """Write ``replication-offset-checkpoint`` of every online log dir (Kafka does this
+        every ``replica.high.watermark.checkpoint.interval.ms``, apart from the other three)."""
+        for log_dir in self.live_log_dirs:
             try:
                 self._write_high_watermarks(log_dir, self._logs_in(log_dir))
             except OSError as e:
-                log.error("cannot write checkpoints in %s: %s", log_dir, e)
+                self._dir_failed(log_dir, f"Error while writing to high watermark file in directory {log_dir}", e)
 
     def _logs_in(self, log_dir: str) -> dict[TopicPartition, PartitionLog]:
         return {tp: self._logs[tp] for tp, d in self._dir_of.items() if d == log_dir}
@@ -479,7 +543,9 @@ class LogManager:
             try:
                 stats = clean_log(plog, now, first_dirty)
             except OSError as e:
-                log.error("cleaner failed for %s-%d: %s", tp[0], tp[1], e)
+                log_dir = self._dir_of[tp]
+                self._dir_failed(log_dir, f"Failed to clean up log for {tp[0]}-{tp[1]} in dir {log_dir} due to "
+                                 "IOException", e)
                 continue
             if stats is not None:
                 self._cleaner_offsets[tp] = stats.end_offset
@@ -498,18 +564,23 @@ class LogManager:
             try:
                 if not plog.offline:
                     plog.flush()
+            except StorageError as e:
+                log.error("flush at shutdown failed for %s-%d: %s", plog.topic, plog.partition, e)
             except Exception as e:
                 clean = False
                 log.error("flush at shutdown failed for %s-%d: %s", plog.topic, plog.partition, e)
             plog.close()
         self.checkpoint()
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
+            # a dir with an offline log gets no marker: its next start recovers it
             dir_clean = clean and not any(p.offline for tp, p in self._logs.items() if self._dir_of[tp] == log_dir)
             if dir_clean:
-                marker = os.path.join(log_dir, ck.CLEAN_SHUTDOWN)
-                with open(marker, "w"):
-                    pass
-                ck.fsync_dir(log_dir)
+                try:
+                    with open(os.path.join(log_dir, ck.CLEAN_SHUTDOWN), "w"):
+                        pass
+                    ck.fsync_dir(log_dir)
+                except OSError as e:
+                    log.error("cannot mark a clean shutdown in %s: %s", log_dir, e)
         self._logs.clear()
         self._dir_of.clear()
         self._unlock()

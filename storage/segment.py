@@ -255,9 +255,23 @@ class LogSegment:
 
     def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], base_offset: int,
                log_append_time: int | None = None) -> None:
-        """Write ``buf`` (batches already carrying their offsets) with one pwrite, then index."""
+        """Write ``buf`` (batches already carrying their offsets) with one pwrite, then index.
+        On an OSError nothing is counted: the file is cut back to where it ended (a full
+        disk takes part of a write, which would otherwise sit after the last whole batch
+        until recovery), and the index pages the entries need are allocated first, so the
+        index writes that follow cannot fail."""
         pos = self.size
-        write_all(self.fd, buf, pos)
+        # a page of a mapped index first touched on a full disk is a SIGBUS, not an error
+        self.offset_index.reserve(len(headers))
+        self.time_index.reserve(len(headers))
+        try:
+            write_all(self.fd, buf, pos)
+        except OSError:
+            try:
+                os.ftruncate(self.fd, pos)
+            except OSError:
+                pass  # the recovery at the next start cuts the torn tail
+            raise
         self._size = pos + len(buf)
         max_ts = self.max_timestamp_so_far
         interval = self.index_interval_bytes
