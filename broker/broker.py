@@ -136,7 +136,7 @@ class Broker:
             raise
         if self.config["zookeeper.connect"]:
             self._join_cluster()
-        self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics)
+        self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics, broker=self)
         self.transactions = TransactionDriver(self)
         if self.cluster is not None:
             self.cluster.listeners.append(self.groups.follow_leadership)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from coordinator.loader import LoadItem, TxnMarker
@@ -167,30 +167,34 @@ def read_partition(plog: PartitionLog, end: int | None = None) -> Iterator[LoadI
         region = plog.read(offset, 8 << 20, max_offset=end)
         if region is None or region.length == 0:
             break
-        data = region.read()
-        last = offset
-        for pos, h in iter_headers(data):
-            last = h.next_offset
-            if h.is_control:
-                if h.producer_id >= 0 and h.base_offset >= offset:
-                    try:
-                        marker = parse_control_batch(data, pos)
-                    except ProtocolError as exc:
-                        _log.warning("skipping unreadable control batch at offset %d of %s: %s",
-                                    h.base_offset, plog, exc)
-                        continue
-                    if marker is not None:
-                        yield TxnMarker(h.base_offset, h.producer_id, marker.commit)
-                continue
-            txn = h.is_transactional
-            try:
-                for rec in iter_records(data, pos):
-                    if rec.offset >= offset:
-                        yield rec.offset, rec.key, rec.value, h.producer_id, txn
-            except ProtocolError as exc:
-                # A damaged batch in the offsets log must never stop the broker.
-                _log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, plog, exc)
+        last = yield from load_items(region.read(), offset, str(plog))
         if last <= offset:
             break
         offset = last
 
+
+def load_items(data: bytes | bytearray | memoryview, offset: int, where: str) -> Generator[LoadItem, None, int]:
+    """:func:`read_partition`'s items of the whole batches in ``data`` (as a log read or a
+    fetch returns them), from ``offset`` on; returns the offset after the last batch."""
+    last = offset
+    for pos, h in iter_headers(data):
+        last = h.next_offset
+        if h.is_control:
+            if h.producer_id >= 0 and h.base_offset >= offset:
+                try:
+                    marker = parse_control_batch(data, pos)
+                except ProtocolError as exc:
+                    _log.warning("skipping unreadable control batch at offset %d of %s: %s", h.base_offset, where, exc)
+                    continue
+                if marker is not None:
+                    yield TxnMarker(h.base_offset, h.producer_id, marker.commit)
+            continue
+        txn = h.is_transactional
+        try:
+            for rec in iter_records(data, pos):
+                if rec.offset >= offset:
+                    yield rec.offset, rec.key, rec.value, h.producer_id, txn
+        except ProtocolError as exc:
+            # A damaged batch in the offsets log must never stop the broker.
+            _log.warning("skipping undecodable batch at offset %d of %s: %s", h.base_offset, where, exc)
+    return last

@@ -15,6 +15,10 @@ the producer carrying the verification guard (:meth:`CoordinatorDriver.txn_offse
 The transaction driver calls :meth:`CoordinatorDriver.complete_transaction` after writing a
 marker into ``__consumer_offsets``; the replay hands the coordinator each record's producer
 and the markers, so that offsets of open transactions are pending again after a restart.
+
+Groups written by Krait's former placement into another partition: each partition is loaded
+after the records of its legacy partition (broker/legacy_placement.py reads it, here or
+from its leader, and deletes the moved groups there once their copies are durable).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
@@ -36,9 +40,15 @@ from storage.transactions import SENTINEL_GUARD, VerificationGuard
 
 from .config import BrokerConfig
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
+from .legacy_placement import LegacyPartitions
 from .replica_manager import ReplicaManager
 from .topic_admin import TopicAdmin
 from .topics import INTERNAL_TOPICS, TopicRegistry
+
+if TYPE_CHECKING:
+    from coordinator.loader import LoadItem
+
+    from .broker import Broker
 
 log = logging.getLogger("krait.groups")
 
@@ -60,8 +70,11 @@ class TransactionVerifier(Protocol):
 
 
 class CoordinatorDriver(CoordinatorShell):
-    def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin):
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin,
+                 broker: Broker | None = None):
+        """``broker``: cluster mode, where the other brokers are (legacy partitions led there)."""
         super().__init__(replicas, config["offsets.commit.timeout.ms"] / 1000, log)
+        self._legacy = LegacyPartitions(self, OFFSETS_TOPIC, broker)
         self.broker_config = config
         self.registry = registry
         self.topics = topics
@@ -120,20 +133,34 @@ class CoordinatorDriver(CoordinatorShell):
             self.coordinator.finished_loading(p)
 
     def _load(self) -> None:
-        """Replay every partition of __consumer_offsets into the coordinator."""
+        """Replay every partition of __consumer_offsets into the coordinator, each after its
+        legacy partition: the two of a pair are read once for both loads."""
         t0 = time.monotonic()
         info = self.registry.get(OFFSETS_TOPIC)
         partitions = range(info.partitions)
         self.coordinator.start_loading(partitions)
         total = 0
         for p in partitions:
-            plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
-            records = list(read_partition(plog)) if plog is not None else []
-            total += len(records)
-            self.coordinator.load_partition(p, records)
-            self.coordinator.finished_loading(p)
+            q = self.coordinator.legacy_partition(p)
+            if q in partitions and q < p:
+                continue  # loaded with q
+            pair = {x: self._legacy.local(x) or [] for x in (p, q) if x in partitions}
+            for x in sorted(pair):
+                total += len(pair[x])
+                self._load_partition(x, pair.get(self.coordinator.legacy_partition(x), []), pair[x])
         log.info("loaded %d groups from %d %s records in %.3fs", len(self.coordinator.groups()), total,
                  OFFSETS_TOPIC, time.monotonic() - t0)
+
+    def _load_partition(self, p: int, legacy: list[LoadItem], records: list[LoadItem]) -> None:
+        """Load one partition after the records of its legacy partition, and delete there
+        what the load moved once its copies here are durable."""
+        with self.operation() as appended:
+            if self.coordinator.legacy_partition(p) != p:
+                self.coordinator.load_legacy_partition(p, legacy)
+            self.coordinator.load_partition(p, records)
+            moved = self.coordinator.finished_loading(p)
+        if moved is not None:
+            self._legacy.delete(moved, p, appended)
 
     def follow_leadership(self) -> None:
         """Cluster mode, after every metadata change: serve the groups of exactly the
@@ -141,17 +168,27 @@ class CoordinatorDriver(CoordinatorShell):
         led = {tp[1] for tp, part in self.replicas.partitions.items() if tp[0] == OFFSETS_TOPIC and part.is_leader}
         served = self.coordinator.served_partitions() or set()
         for p in sorted(served - led):
+            self._legacy.cancel(p)
             n = self.coordinator.unload_partition(p)
             log.info("%s-%d moved away: unloaded %d groups", OFFSETS_TOPIC, p, n)
         for p in sorted(led - served):
-            plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
             self.coordinator.start_loading([p])
             self.coordinator.serve_only([p])
-            # the new leader's log is the truth now: load all of it, up to its end
-            records = list(read_partition(plog, plog.log_end_offset)) if plog is not None else []
-            self.coordinator.load_partition(p, records)
-            self.coordinator.finished_loading(p)
-            log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
+            q = self.coordinator.legacy_partition(p)
+            legacy = self._legacy.local(q) if q != p else []
+            if legacy is None:
+                # loading until the legacy partition's leader answers
+                self._legacy.fetch_then(p, q, lambda records, p=p: self._load_led(p, records))
+                continue
+            self._load_led(p, legacy)
+        self.reschedule_soon()
+
+    def _load_led(self, p: int, legacy: list[LoadItem]) -> None:
+        plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
+        # the new leader's log is the truth now: load all of it, up to its end
+        records = list(read_partition(plog, plog.log_end_offset)) if plog is not None else []
+        self._load_partition(p, legacy, records)
+        log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
         self.reschedule_soon()
 
     # --- slow rebalances ------------------------------------------------------------------------
@@ -181,6 +218,7 @@ class CoordinatorDriver(CoordinatorShell):
         self._schedule_rebalance_check()
 
     def stop(self) -> None:
+        self._legacy.stop()
         if self._rebalance_check is not None:
             self._rebalance_check.cancel()
             self._rebalance_check = None

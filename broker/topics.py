@@ -22,6 +22,9 @@ from .config import TOPIC_DEFAULT_SOURCES, ConfigError, validate_dynamic_configs
 
 METADATA_FILE = "krait-metadata.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce requests may append
+#: to internal topics (KafkaApis' internalTopicsAllowed)
+ADMIN_CLIENT_ID = "__admin_client"
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 

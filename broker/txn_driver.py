@@ -11,6 +11,9 @@ wait until the ISR has them, and markers are sent only once PrepareCommit/Prepar
 replicated (Kafka sends them from the append's acks=all callback): a coordinator that dies
 before then leaves an Ongoing transaction, which its successor aborts, and never a
 transaction committed on some partitions but not prepared in the log.
+
+Transactional ids written by Krait's former placement into another partition: each
+partition is loaded after the records of its legacy partition (broker/legacy_placement.py).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from txn_coordinator import (
 from .cluster.broker_channel import BrokerChannel
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .group_driver import OFFSETS_TOPIC
+from .legacy_placement import LegacyPartitions
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -69,6 +73,7 @@ class TransactionDriver(CoordinatorShell):
             partition_for_group=broker.groups.coordinator.partition_for,
             partition_exists=self._partition_exists)
         self._channel = None
+        self._legacy = LegacyPartitions(self, TRANSACTION_STATE_TOPIC, broker if self.replicas.replicated else None)
         self._tasks: set[asyncio.Task] = set()
         #: cluster mode: the leader epoch each served __transaction_state partition was loaded at
         self._epochs: dict[int, int] = {}
@@ -128,17 +133,34 @@ class TransactionDriver(CoordinatorShell):
         self.reschedule_soon()
 
     def _load(self, partition: int, coordinator_epoch: int, *, to_log_end: bool) -> int:
-        with self.operation():  # finishing a load may send markers: they wait for nothing older
-            return self._replay(partition, coordinator_epoch, to_log_end)
-
-    def _replay(self, partition: int, coordinator_epoch: int, to_log_end: bool) -> int:
-        plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        """Load a partition after the records of its legacy partition (fetched from its
+        leader first when this broker's replica may lack some: the partition is loading
+        until then). Returns how many records of its own were replayed (0 when deferred)."""
+        self._legacy.cancel(partition)
         self.coordinator.start_loading(partition, coordinator_epoch)
+        q = self.coordinator.legacy_partition(partition)
+        legacy = self._legacy.local(q) if q != partition else []
+        if legacy is None:
+            self._legacy.fetch_then(partition, q, lambda records: self._replay(
+                partition, coordinator_epoch, to_log_end, records))
+            return 0
+        return self._replay(partition, coordinator_epoch, to_log_end, legacy)
+
+    def _replay(self, partition: int, coordinator_epoch: int, to_log_end: bool, legacy: list) -> int:
+        if not self.coordinator.is_loading(partition):
+            return 0  # unloaded meanwhile
+        plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
         # __transaction_state holds no transactional batches: plain (offset, key, value) records
         records = [r[:3] for r in read_partition(plog, plog.log_end_offset if to_log_end else None)
                    if not isinstance(r, TxnMarker)] if plog is not None else []
-        self.coordinator.load_partition(partition, records)
-        self.coordinator.finished_loading(partition)
+        with self.operation() as appended:  # finishing a load may send markers: they wait for nothing older
+            if self.coordinator.legacy_partition(partition) != partition:
+                self.coordinator.load_legacy_partition(partition, [r[:3] for r in legacy if not isinstance(r, TxnMarker)])
+            self.coordinator.load_partition(partition, records)
+            moved = self.coordinator.finished_loading(partition)
+        if moved is not None:
+            self._legacy.delete(moved, partition, appended)
+        self.reschedule_soon()
         return len(records)
 
     def follow_leadership(self) -> None:
@@ -149,6 +171,7 @@ class TransactionDriver(CoordinatorShell):
         served = self.coordinator.served_partitions()
         for p in sorted(served - set(led)):
             self._epochs.pop(p, None)
+            self._legacy.cancel(p)
             n = self.coordinator.unload_partition(p)
             log.info("%s-%d moved away: unloaded %d transactional ids", TRANSACTION_STATE_TOPIC, p, n)
         for p, epoch in sorted(led.items()):
@@ -312,6 +335,7 @@ class TransactionDriver(CoordinatorShell):
     # --- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
         super().stop()
+        self._legacy.stop()
         for t in self._tasks:
             t.cancel()
         if self._channel is not None:

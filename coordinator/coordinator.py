@@ -34,9 +34,11 @@ How the broker drives it
   rebalance moves on), always from inside one of the coordinator's methods.
 * Call :meth:`poll` when :meth:`next_deadline_ms` says so (operations also run due timers
   themselves on the way out).
-* At start-up, for each ``__consumer_offsets`` partition: :meth:`load_partition` (any number of
-  times, records in offset order), then :meth:`finished_loading`. Until then the groups of that
-  partition answer COORDINATOR_LOAD_IN_PROGRESS.
+* At start-up, for each ``__consumer_offsets`` partition: :meth:`load_legacy_partition` (the
+  records of :meth:`legacy_partition`, unless it is the partition itself), :meth:`load_partition`
+  (any number of times, records in offset order), then :meth:`finished_loading`, and the
+  tombstones it asks for into the legacy partition. Until then the groups of that partition
+  answer COORDINATOR_LOAD_IN_PROGRESS.
 * Transactions: before :meth:`txn_offset_commit`, verify with the transaction coordinator
   that the partition :meth:`txn_offset_commit_partition` names is in the producer's
   transaction (KIP-890) and pass its answer; after writing a COMMIT/ABORT marker into a
@@ -63,6 +65,7 @@ from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
 from coordinator.consumer.membership import Membership
 from coordinator.loader import GroupLoader, LoadItem
 from coordinator.offsets import Offsets
+from coordinator.placement import Relocation, legacy_partition
 from coordinator.state import AnyGroup, CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
 from coordinator.txn_offsets import TxnOffsets
 
@@ -193,9 +196,23 @@ class GroupCoordinator:
         transaction coordinator will write (:meth:`complete_transaction`)."""
         self._loader.replay(partition, records)
 
-    def finished_loading(self, partition: int) -> None:
-        """Build the partition's groups from what was replayed and start serving them."""
-        self._loader.finish(partition)
+    def legacy_partition(self, partition: int) -> int:
+        """The partition where Krait's former placement put some of ``partition``'s groups
+        (coordinator/placement.py); the partition itself when none can be elsewhere."""
+        return legacy_partition(partition, self.config.offsets_topic_num_partitions)
+
+    def load_legacy_partition(self, partition: int, records: Iterable[LoadItem]) -> None:
+        """Before :meth:`load_partition`: replay the records of :meth:`legacy_partition`
+        (all of them, in log order, as for load_partition; only this partition's groups
+        are kept). Those groups are moved here when the load finishes."""
+        self._loader.replay_legacy(partition, self.legacy_partition(partition), records)
+
+    def finished_loading(self, partition: int) -> Relocation | None:
+        """Build the partition's groups from what was replayed and start serving them.
+        Groups found in the legacy partition are written into this one; the answer names
+        their keys to delete there, which the broker does once those writes are durable
+        (None: nothing to delete)."""
+        return self._loader.finish(partition)
 
     def serve_only(self, partitions: Iterable[int]) -> None:
         """Cluster mode: serve the groups of these partitions only (this broker leads

@@ -16,6 +16,11 @@ KIP-848 consumer-group records (key types 3-8) are replayed in log order into th
 partition's consumer groups by the same code that applies them live
 (coordinator/consumer/replay.py); at the end the groups get their offsets and their members'
 session (and revocation) timers, as Kafka's onLoaded.
+
+Groups that Krait's former placement wrote into another partition are replayed from there
+first (:meth:`GroupLoader.replay_legacy`) and moved when the load finishes
+(coordinator/relocation.py); the records of such groups met in their legacy partition are
+that other partition's, and left alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from coordinator.consumer.group import ConsumerGroup
 from coordinator.consumer.records import ConsumerGroupKey, decode_any_key, decode_record
 from coordinator.consumer.replay import ReplayError, replay
 from coordinator.group import Group, GroupState, Member, TxnOffset
+from coordinator.placement import Relocation, legacy_partition
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -40,6 +46,7 @@ from coordinator.records import (
     decode_offset_commit_value,
     replay_each,
 )
+from coordinator.relocation import LEGACY_SHIFT, LegacyGroups, attach_pending, relocate
 from coordinator.state import CoordinatorState
 
 __all__ = ["GroupLoader", "LoadItem", "LoadState", "TxnMarker"]
@@ -76,6 +83,10 @@ class LoadState:
     #: the consumer groups replayed so far (records applied in log order)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     skipped: int = 0
+    #: records of other partitions' groups, written here by the former placement
+    strays: int = 0
+    #: this partition's groups found in their legacy partition (replay_legacy)
+    legacy: LegacyGroups | None = None
     #: one past the last offset replayed (where the coordinator's next record will go)
     end: int = 0
 
@@ -137,14 +148,51 @@ class GroupLoader:
 
         st.skipped += replay_each("__consumer_offsets", partition, records, apply)
 
+    def replay_legacy(self, partition: int, source: int, records: Iterable[LoadItem]) -> None:
+        """Before any record of the partition itself: replay the records that its groups
+        have in ``source``, their partition under Krait's former placement, as older than
+        all of the partition's own. The source's own groups are left to its load."""
+        st = self._state.loading.setdefault(partition, LoadState())
+        legacy = st.legacy = LegacyGroups(source)
+
+        def apply(item: LoadItem) -> None:
+            offset = item[0] - LEGACY_SHIFT
+            if isinstance(item, TxnMarker):
+                self._replay_marker(st, item._replace(offset=offset))
+                return
+            try:
+                k = decode_any_key(item[1])
+            except RecordDecodeError:
+                return  # the source's load reports it
+            if self._state.partition_for(k.group) != partition:
+                return
+            legacy.note(item[1], k.group, isinstance(k, OffsetCommitKey), item[2])
+            transactional = len(item) > 3 and item[4]
+            self._apply_record(partition, st, offset, k, item[2], item[3] if transactional else -1)
+
+        st.skipped += replay_each("__consumer_offsets", source, records, apply)
+        legacy.pending, st.pending = st.pending, {}
+
     def _replay_record(
         self, partition: int, st: LoadState, offset: int, key: bytes | None, value: bytes | None, producer_id: int
     ) -> None:
         """``producer_id`` >= 0: the record is in a transactional batch of that producer."""
         k = decode_any_key(key)
+        n = self._state.config.offsets_topic_num_partitions
         owner = self._state.partition_for(k.group)
         if owner != partition:
+            if legacy_partition(owner, n) == partition:
+                st.strays += 1  # the owner's load moves it
+                return
             raise RecordDecodeError(f"group {k.group!r} belongs to partition {owner}")
+        if st.legacy is not None and key is not None:
+            st.legacy.seen_in_partition(key)
+        self._apply_record(partition, st, offset, k, value, producer_id)
+
+    def _apply_record(
+        self, partition: int, st: LoadState, offset: int, k: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey,
+        value: bytes | None, producer_id: int,
+    ) -> None:
         if isinstance(k, ConsumerGroupKey):
             replay(_LoadingGroups(st, partition), decode_record(k, value))
         elif isinstance(k, OffsetCommitKey):
@@ -185,8 +233,10 @@ class GroupLoader:
                     st.offsets[okey] = entry.value
                     st.positions[okey] = entry.position
 
-    def finish(self, partition: int) -> None:
-        """Replace the partition's groups with what was replayed and start serving them."""
+    def finish(self, partition: int) -> Relocation | None:
+        """Replace the partition's groups with what was replayed and start serving them.
+        Groups replayed from a legacy partition are written into this one first; returns
+        the legacy keys to delete once that is durable (None: none)."""
         state = self._state
         groups = state.groups
         st = state.loading.pop(partition, None) or LoadState()
@@ -214,15 +264,21 @@ class GroupLoader:
                 group.pending_txn_offsets[pid] = dict(entries)
                 state.txn_groups.setdefault(pid, set()).add(gid)
         state.log_end[partition] = max(state.log_end.get(partition, 0), st.end)
+        moved = None
+        if st.legacy is not None:
+            attach_pending(state, st.legacy, partition, now)
+            moved = relocate(state, partition, st.legacy, st.offsets, st.positions)
         if self._consumer_group_loaded is not None:
             for cgroup in st.consumer_groups.values():
                 self._consumer_group_loaded(cgroup)
         log.info(
-            "__consumer_offsets-%d loaded: %d groups, %d records skipped",
+            "__consumer_offsets-%d loaded: %d groups, %d records skipped, %d of other partitions' groups",
             partition,
             sum(1 for g in groups.values() if g.partition == partition),
             st.skipped,
+            st.strays,
         )
+        return moved
 
     def _group_from_record(self, gid: str, partition: int, v: GroupMetadataValue) -> Group:
         group = Group(gid, partition, generation=v.generation, protocol_type=v.protocol_type or None)

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.config import CoordinatorConfig
 from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from coordinator.group import Group, GroupBase, GroupState
+from coordinator.placement import java_string_hash, partition_for_key
 from coordinator.timers import TimerQueue
 
 if TYPE_CHECKING:
@@ -66,19 +67,9 @@ class OffsetsLog(Protocol):
         ...
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: over UTF-16 code units, int32 arithmetic."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def partition_for_group(group_id: str, num_partitions: int) -> int:
-    h = java_string_hash(group_id)
-    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0 (it is `n & 0x7fffffff`).
-    return (h & 0x7FFFFFFF) % num_partitions
+    """Kafka's GroupCoordinator.partitionFor (coordinator/placement.py)."""
+    return partition_for_key(group_id, num_partitions)
 
 
 def storage_error(exc: BaseException, *, commit: bool) -> ErrorCode:
@@ -189,7 +180,10 @@ class CoordinatorState:
         """Persist records in the group's ``__consumer_offsets`` partition (raises on failure),
         as a transactional batch of ``producer_id`` if given. Returns the log offset of the
         first record (the coordinator's own count when the log does not say)."""
-        partition = group.partition
+        return self.append_to(group.partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
+
+    def append_to(self, partition: int, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """:meth:`append` into a partition named directly (records of several groups)."""
         if producer_id >= 0:
             base = self.log.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch)
         else:

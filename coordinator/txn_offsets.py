@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import GroupState, TxnOffset
+from coordinator.placement import legacy_partition
 from coordinator.records import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
 from coordinator.responses import response_for, version_of
 from coordinator.state import AnyGroup, CoordinatorState, Record, Respond, reply
@@ -255,6 +256,19 @@ class TxnOffsets:
             errors[key] = E.none
         state.txn_groups.setdefault(producer_id, set()).add(group.group_id)
 
+    def _copy_legacy_commits(self, group: AnyGroup, moved: list[tuple[tuple[str, int], OffsetCommitValue]]) -> None:
+        """Offsets committed from records of the legacy partition: written into the group's
+        partition, where the group's next load finds them (the legacy records lose to any
+        record there)."""
+        records = [(encode_offset_commit_key(group.group_id, t, p), encode_offset_commit_value(v)) for (t, p), v in moved]
+        try:
+            base = self._state.append(group, records)
+        except Exception as exc:  # the next load finds them in the legacy partition again
+            log.warning("group %s: copying offsets committed in its legacy partition failed: %s", group.group_id, exc)
+            return
+        for i, (key, _) in enumerate(moved):
+            group.offset_positions[key] = base + i
+
     # ------------------------------------------------------------------ completion
     def complete(self, partition: int, producer_id: int, commit: bool) -> int:
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in
@@ -267,12 +281,16 @@ class TxnOffsets:
         if not gids:
             return 0
         done = 0
+        n = state.config.offsets_topic_num_partitions
         for gid in list(gids):
             group = state.groups.get(gid)
             if group is None:
                 gids.discard(gid)  # the group went (deleted, unloaded) with its pending offsets
                 continue
-            if group.partition != partition:
+            # The legacy partition's marker too (coordinator/relocation.py): the offsets a
+            # group has pending there belong to the one transaction its producer has open,
+            # whose markers go to every partition it wrote to.
+            if partition not in (group.partition, legacy_partition(group.partition, n)):
                 continue  # the same transaction's marker in another partition completes those
             gids.discard(gid)
             pending = group.pending_txn_offsets.pop(producer_id, None)
@@ -280,11 +298,16 @@ class TxnOffsets:
                 continue
             done += 1
             if commit:
+                moved: list[tuple[tuple[str, int], OffsetCommitValue]] = []
                 for key, entry in pending.items():
                     # The later record wins: a plain commit written after the transactional
                     # one stays (compaction would keep it too).
                     if key not in group.offsets or group.offset_positions.get(key, -1) < entry.position:
                         group.commit_offset(key, entry.value, entry.position)
+                        if entry.position < 0:
+                            moved.append((key, entry.value))
+                if moved:
+                    self._copy_legacy_commits(group, moved)
         if not gids:
             del state.txn_groups[producer_id]
         log.debug("producer %d: %s pending offsets of %d groups in partition %d",

@@ -34,7 +34,9 @@ How the broker drives it
 * Call :meth:`poll` when :meth:`next_deadline_ms` says so (operations also run due timers on
   the way out).
 * A ``__transaction_state`` partition is served only once loaded: on becoming its leader,
-  :meth:`start_loading` (with the leader epoch as coordinator epoch), :meth:`load_partition`
+  :meth:`start_loading` (with the leader epoch as coordinator epoch),
+  :meth:`load_legacy_partition` (unless :meth:`legacy_partition` is the partition itself),
+  :meth:`load_partition`
   (any number of times, records in offset order), :meth:`finished_loading`; on losing it,
   :meth:`unload_partition`. Ids of partitions never loaded answer NOT_COORDINATOR, of
   partitions loading COORDINATOR_LOAD_IN_PROGRESS. A single broker loads every partition
@@ -49,6 +51,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.placement import Relocation, legacy_partition
 from txn_coordinator.add_partitions import AddPartitions
 from txn_coordinator.admin import TransactionAdmin
 from txn_coordinator.config import TransactionConfig
@@ -138,10 +141,24 @@ class TransactionCoordinator:
         records: they are logged and skipped."""
         self._loader.replay(partition, records)
 
-    def finished_loading(self, partition: int) -> None:
+    def legacy_partition(self, partition: int) -> int:
+        """The partition where Krait's former placement put some of ``partition``'s ids
+        (coordinator/placement.py); the partition itself when none can be elsewhere."""
+        return legacy_partition(partition, self.config.transaction_state_log_num_partitions)
+
+    def load_legacy_partition(self, partition: int,
+                              records: Iterable[tuple[int, bytes | None, bytes | None]]) -> None:
+        """After start_loading, before load_partition: replay the records of
+        :meth:`legacy_partition` (all of them; only this partition's ids are kept). Those
+        ids are moved here when the load finishes."""
+        self._loader.replay_legacy(partition, self.legacy_partition(partition), records)
+
+    def finished_loading(self, partition: int) -> Relocation | None:
         """Serve the partition's ids; transactions found preparing to commit or abort send
-        their markers again and complete."""
-        self._loader.finish(partition)
+        their markers again and complete. Ids found in the legacy partition are written into
+        this one; the answer names their keys to delete there, which the broker does once
+        those writes are durable (None: nothing to delete)."""
+        return self._loader.finish(partition)
 
     def unload_partition(self, partition: int, coordinator_epoch: int | None = None) -> int:
         """Leadership moved away (Kafka's onResignation): forget the partition's ids, which

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.state import java_string_hash
+from coordinator.placement import partition_for_key
 from txn_coordinator.config import TransactionConfig
 from txn_coordinator.metadata import TransactionMetadata, TransactionResult, TxnTransit
 from txn_coordinator.records import TopicPartition, encode_key, encode_value
@@ -119,9 +119,8 @@ class Refused(Exception):
 
 
 def partition_for_transactional_id(transactional_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``
-    (Utils.abs maps Integer.MIN_VALUE to 0: it is ``n & 0x7fffffff``)."""
-    return (java_string_hash(transactional_id) & 0x7FFFFFFF) % num_partitions
+    """Kafka's TransactionStateManager.partitionFor (coordinator/placement.py)."""
+    return partition_for_key(transactional_id, num_partitions)
 
 
 def append_error(exc: BaseException) -> ErrorCode:

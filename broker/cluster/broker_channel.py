@@ -60,10 +60,13 @@ class BrokerChannel:
         self._peers: dict[int, Peer] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
-    async def request(self, broker_id: int, api_key: int, version: int, **fields: Any) -> Any:
+    async def request(self, broker_id: int, api_key: int, version: int, *, client_id: str | None = None,
+                      **fields: Any) -> Any:
         """Send one request to ``broker_id`` and return its decoded response. Raises
         ConnectionError (unknown or unreachable broker), OSError or TimeoutError; the
-        connection is dropped then, and the next request opens a new one."""
+        connection is dropped then, and the next request opens a new one. ``client_id``
+        replaces the header's ``broker-<id>`` (Kafka's admin client id, to write an
+        internal topic)."""
         lock = self._locks.setdefault(broker_id, asyncio.Lock())
         async with lock:
             peer = self._peers.get(broker_id)
@@ -75,7 +78,7 @@ class BrokerChannel:
                     reader, writer = await open_broker_connection(endpoint, self.security, self.timeout_s)
                     peer = self._peers[broker_id] = Peer(reader, writer)
                 return await asyncio.wait_for(
-                    peer.request(api_key, version, f"broker-{self.broker_id}", **fields), self.timeout_s)
+                    peer.request(api_key, version, client_id or f"broker-{self.broker_id}", **fields), self.timeout_s)
             except BaseException:
                 dropped = self._peers.pop(broker_id, None)
                 if dropped is not None:

@@ -10,7 +10,11 @@ collateral.
 With an authorizer (KafkaApis.handleProduceRequest): transactional records need WRITE on
 the transactional id (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 and each topic needs WRITE (else its partitions answer TOPIC_AUTHORIZATION_FAILED, before
-any existence check, so that a topic's existence does not leak)."""
+any existence check, so that a topic's existence does not leak).
+
+Internal topics are refused (INVALID_TOPIC_EXCEPTION) unless the client id is Kafka's admin
+client id, ``__admin_client`` (KafkaApis' internalTopicsAllowed): brokers delete moved
+coordinator keys that way (broker/legacy_placement.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from storage.validator import RecordValidationError
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
 from ..security.quotas import produce_throttle
+from ..topics import ADMIN_CLIENT_ID
 from . import handles
 
 if TYPE_CHECKING:
@@ -179,6 +184,7 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
     entries: dict[tuple[str, int], dict] = {}
     replicated = broker.replicas.replicated
     produced = broker.metrics.produced
+    internal_ok = ctx.client_id == ADMIN_CLIENT_ID
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -192,7 +198,8 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
             else:
                 try:
                     res = broker.replicas.append_records(td.name, pd.index, pd.records, now_ms, acks=acks,
-                                                         verification_guard=guards.get((td.name, pd.index)))
+                                                         verification_guard=guards.get((td.name, pd.index)),
+                                                         internal_ok=internal_ok)
                     # an idempotent retry's duplicate adds its bytes, not its records again
                     produced(td.name, 0 if res.duplicate else res.last_offset - res.base_offset + 1, len(pd.records))
                     if replicated and acks == -1:
