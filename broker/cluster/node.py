@@ -88,6 +88,7 @@ class ClusterNode:
         cluster_id = self.membership.start(local_cluster_id, new_cluster_id)
         self.metadata = ZkMetadata(self.membership.zk, on_change=self._changed_elsewhere)
         self.metadata.start()
+        self.shutting_down = False
         self.sync()
         return cluster_id
 
@@ -107,6 +108,7 @@ class ClusterNode:
             if not changes:
                 return
             if not self.membership.connected:
+        self.shutting_down = True
                 log.warning("controlled shutdown skipped: ZooKeeper is not reachable")
                 return
             log.info("controlled shutdown: moving %d partitions off broker %d", len(changes), self.broker_id)
@@ -206,7 +208,9 @@ class ClusterNode:
         for tp in gone:
             log.info("no longer a replica of %s-%d: deleting it", *tp)
             self.replicas.logs.delete_partition(*tp)
-        self.fetchers.update(follow)
+        # a broker in controlled shutdown follows nothing (Kafka's StopReplica): a fetch
+        # would take it back into the ISRs it is leaving, and the leaders would loop
+        self.fetchers.update({} if self.shutting_down else follow)
         m = self.membership
         self.controller.on_change(m.controller_id, m.controller_epoch, set(m.brokers), assignments, md.states)
         if m.controller_id == self.broker_id:
