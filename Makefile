@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test lint bench clean cluster cluster-stop
+.PHONY: serve test lint bench clean cluster cluster-stop soak
 
 # `make cluster`: ZooKeeper and three brokers in the background (scripts/cluster.py);
 # broker N listens on CLUSTER_PORT + N - 1. Override these to run a second one beside it.
@@ -32,6 +32,10 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	@[ -f /usr/share/java/zookeeper.jar ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get install -y -q zookeeper >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
 	   apt-get install -y -q zookeeper >/dev/null 2>&1)) || echo "zookeeper not installed: cluster tests will skip"; }
+	@# iptables cuts links between the chaos tests' network namespaces (tests/chaos/)
+	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q iptables >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
+	   apt-get install -y -q iptables >/dev/null 2>&1)) || echo "iptables not installed: the chaos runs skip network partitions"; }
 	touch $@ $(VENV)/.runtime
 
 $(VENV)/.bench: pyproject.toml $(VENV)/.dev
@@ -64,6 +68,13 @@ cluster: $(VENV)/.runtime
 # SIGTERM to the brokers (waiting for their clean shutdown), then ZooKeeper. Needs no .venv.
 cluster-stop:
 	@$(PYTHON) scripts/cluster.py stop --dir "$(CLUSTER_DIR)"
+
+# The long randomized fault run (tests/chaos/): SOAK_SECONDS of faults (default 30 minutes),
+# any seed (SOAK_SEED, random by default); the report is appended to bench/RESULTS.md.
+SOAK_SECONDS ?= 1800
+SOAK_SEED ?=
+soak: $(VENV)/.dev
+	$(BIN)/python bench/soak.py --duration $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) --results $(ARGS)
 
 bench: $(VENV)/.bench
 	$(BIN)/python bench/compare.py $(ARGS)

@@ -1,0 +1,243 @@
+"""The checker: Jepsen's Kafka checks over the clients' histories, the final reads and the
+replicas' files. Pure: it takes what the run recorded and returns, per check, the number
+of violations (0 is the pass) and a few examples of each.
+
+Checks:
+  lost                 an acknowledged value (or a committed transaction's value) that the
+                       final read does not return
+  duplicate            a value at more than one offset
+  inconsistent_offset  two values at one offset, across acknowledgements, polls and reads
+  nonmonotonic_send    a producer's later value acknowledged at a lower offset of a partition
+  nonmonotonic_poll    a consumer's polls of a partition going backwards within one assignment
+  poll_skip            a consumer jumping over a record it should have read (within one
+                       assignment, or past the group's committed offset when assigned)
+  aborted_read         a value of an aborted transaction seen at read_committed
+  partial_txn          a transaction some but not all of whose values are visible
+  offsets_backwards    the group's committed offset below one it acknowledged earlier (a
+                       member assigned a partition starting below the last acked commit, or
+                       the final committed offset below it)
+  unreadable           a partition the final read could not read to its end
+  replica_divergence   replicas of a partition that differ below the high watermark
+  isr_incomplete       a partition whose ISR is not every replica after healing
+  broker_errors        a traceback, or an ERROR line not expected from the faults, in a log
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+CHECKS = ["lost", "duplicate", "inconsistent_offset", "nonmonotonic_send", "nonmonotonic_poll", "poll_skip",
+          "aborted_read", "partial_txn", "offsets_backwards", "unreadable", "replica_divergence",
+          "isr_incomplete", "broker_errors"]
+
+#: ERROR lines the faults themselves explain (a full or read-only disk is an error to log)
+EXPECTED_ERRORS = re.compile(r"No space left on device|Read-only file system|log dir .* (failed|offline)|"
+                             r"KAFKA_STORAGE_ERROR|all log dirs .* have failed", re.IGNORECASE)
+
+
+@dataclass
+class Result:
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECKS, 0))
+    examples: dict[str, list] = field(default_factory=lambda: defaultdict(list))
+    stats: dict[str, object] = field(default_factory=dict)
+
+    def add(self, check: str, example: object, n: int = 1) -> None:
+        self.counts[check] += n
+        if len(self.examples[check]) < 10:
+            self.examples[check].append(example)
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts.values())
+
+
+def _seq(value: str) -> int:
+    return int(value.rsplit("-", 1)[1])
+
+
+def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[tuple[int, bytes]]]] | None = None,
+          high_watermarks: dict[int, int] | None = None, isr: dict[int, list[int]] | None = None,
+          brokers: list[int] | None = None, broker_logs: dict[str, str] | None = None) -> Result:
+    """``histories``: client name -> its events (workload.py); ``replicas``: partition ->
+    broker -> [(base offset, batch bytes)] read from the log files; ``high_watermarks``:
+    partition -> HW; ``isr``: partition -> final ISR."""
+    r = Result()
+    producers = {n: h for n, h in histories.items() if n.startswith("p")}
+    txns = [e for n, h in histories.items() if n.startswith("t") for e in h if e["k"] == "txn"]
+    consumers = {n: h for n, h in histories.items() if n.startswith("c")}
+    drain = histories.get("drain", [])
+
+    reads = {iso: [e for e in drain if e["k"] == "read" and e["iso"] == iso]
+             for iso in ("read_uncommitted", "read_committed")}
+    final_values = defaultdict(set)  # value -> {(p, o)} at read_uncommitted
+    for e in reads["read_uncommitted"]:
+        final_values[e["v"]].add((e["p"], e["o"]))
+    committed_values = {e["v"] for e in reads["read_committed"]}
+    visible = defaultdict(list)  # partition -> sorted offsets visible at read_committed
+    for e in reads["read_committed"]:
+        visible[e["p"]].append(e["o"])
+    for offs in visible.values():
+        offs.sort()
+
+    # --- one value per offset, one offset per value ---------------------------------------
+    at = defaultdict(set)  # (p, o) -> values seen there by anyone
+    for h in [*producers.values(), *[histories[n] for n in histories if n.startswith("t")]]:
+        for e in h:
+            if e["k"] in ("ack", "tack"):
+                at[(e["p"], e["o"])].add(e["v"])
+    for h in consumers.values():
+        for e in h:
+            if e["k"] == "poll":
+                at[(e["p"], e["o"])].add(e["v"])
+    for e in drain:
+        if e["k"] == "read":
+            at[(e["p"], e["o"])].add(e["v"])
+    for po, vs in at.items():
+        if len(vs) > 1:
+            r.add("inconsistent_offset", {"partition": po[0], "offset": po[1], "values": sorted(vs)})
+    for v, places in final_values.items():
+        if len(places) > 1:
+            r.add("duplicate", {"value": v, "at": sorted(places)})
+
+    # --- producers ----------------------------------------------------------------------------
+    acked = 0
+    for name, h in producers.items():
+        per_part = defaultdict(list)
+        for e in h:
+            if e["k"] != "ack":
+                continue
+            acked += 1
+            if e["v"] not in final_values:
+                r.add("lost", {"value": e["v"], "acked_at": [e["p"], e["o"]]})
+            elif (e["p"], e["o"]) not in final_values[e["v"]]:
+                r.add("inconsistent_offset", {"value": e["v"], "acked_at": [e["p"], e["o"]],
+                                              "read_at": sorted(final_values[e["v"]])})
+            per_part[e["p"]].append((_seq(e["v"]), e["o"]))
+        for p, pairs in per_part.items():
+            pairs.sort()
+            for (s1, o1), (s2, o2) in zip(pairs, pairs[1:], strict=False):
+                if o2 <= o1:
+                    r.add("nonmonotonic_send", {"producer": name, "partition": p, "seq": [s1, s2], "offsets": [o1, o2]})
+    r.stats["acked"] = acked
+
+    # --- transactions -------------------------------------------------------------------------
+    aborted_values = set()
+    outcomes = defaultdict(int)
+    for t in txns:
+        outcomes[t["outcome"]] += 1
+        vals = [v for v, _p in t["values"]]
+        seen = [v in committed_values for v in vals]
+        if t["outcome"] == "abort":
+            aborted_values.update(vals)
+            for v, s in zip(vals, seen, strict=True):
+                if s:
+                    r.add("aborted_read", {"txn": t["id"], "value": v, "where": "final read_committed"})
+        elif t["outcome"] == "commit":
+            for v, s in zip(vals, seen, strict=True):
+                if not s:
+                    r.add("lost", {"txn": t["id"], "value": v, "committed": True})
+            if any(seen) and not all(seen):
+                r.add("partial_txn", {"txn": t["id"], "values": vals, "visible": seen})
+        elif any(seen) and not all(seen):
+            r.add("partial_txn", {"txn": t["id"], "values": vals, "visible": seen, "outcome": "unknown"})
+    r.stats["transactions"] = dict(outcomes)
+
+    # --- consumers ------------------------------------------------------------------------------
+    commits = sorted((e["t"], e["p"], e["o"]) for h in consumers.values() for e in h if e["k"] == "commit")
+    commit_times = [c[0] for c in commits]
+    polled = 0
+    for name, h in consumers.items():
+        last: dict[int, int] = {}
+        assigned_at: dict[int, float] = {}
+        for e in h:
+            if e["k"] == "assign":
+                for p in e["ps"]:
+                    last.pop(p, None)
+                    assigned_at[p] = e["t"]
+            elif e["k"] == "revoke":
+                for p in e["ps"]:
+                    last.pop(p, None)
+            elif e["k"] == "poll":
+                polled += 1
+                p, o = e["p"], e["o"]
+                if e["v"] in aborted_values:
+                    r.add("aborted_read", {"consumer": name, "value": e["v"], "partition": p, "offset": o})
+                if p in last:
+                    prev = last[p]
+                    if o <= prev:
+                        r.add("nonmonotonic_poll", {"consumer": name, "partition": p, "offsets": [prev, o]})
+                    else:
+                        _skips(r, visible[p], prev, o, {"consumer": name, "partition": p, "offsets": [prev, o]})
+                else:
+                    # the first poll of an assignment: from the group's committed offset
+                    before = commits[:bisect_right(commit_times, assigned_at.get(p, e["t"]))]
+                    acked = max((c[2] for c in before if c[1] == p), default=None)
+                    if acked is not None and o < acked:
+                        r.add("offsets_backwards", {"consumer": name, "partition": p, "started_at": o,
+                                                    "acked_commit": acked})
+                    elif acked is not None:
+                        _skips(r, visible[p], acked - 1, o, {"consumer": name, "partition": p,
+                                                              "committed": acked, "first_poll": o})
+                last[p] = o
+    r.stats["polled"] = polled
+    final_committed = next((e["offsets"] for e in drain if e["k"] == "committed"), None)
+    if final_committed is not None:
+        for p in {c[1] for c in commits}:
+            top = max(c[2] for c in commits if c[1] == p)
+            got = final_committed.get(str(p), final_committed.get(p, -1))
+            if got < top:
+                r.add("offsets_backwards", {"partition": p, "final_committed": got, "acked_commit": top})
+    for e in drain:
+        if e["k"] == "ends" and e["unfinished"]:
+            r.add("unreadable", {"isolation": e["iso"], "partitions": e["unfinished"]}, len(e["unfinished"]))
+
+    # --- replicas, ISR, logs --------------------------------------------------------------------
+    for p, per_broker in (replicas or {}).items():
+        hw = (high_watermarks or {}).get(p, 0)
+        views = {b: [(off, data) for off, data in batches if off < hw] for b, batches in per_broker.items()}
+        if not views:
+            continue
+        ref_b, ref = max(views.items(), key=lambda kv: len(kv[1]))
+        for b, v in views.items():
+            if v != ref:
+                diff = next((i for i, (x, y) in enumerate(zip(v, ref, strict=False)) if x != y), min(len(v), len(ref)))
+                r.add("replica_divergence", {"partition": p, "brokers": [ref_b, b], "high_watermark": hw,
+                                             "first_difference_at_batch": diff,
+                                             "base_offset": (ref[diff][0] if diff < len(ref) else v[diff][0])})
+    if isr is not None and brokers:
+        for tp, members in isr.items():
+            if sorted(members) != sorted(brokers):
+                r.add("isr_incomplete", {"partition": tp, "isr": members})
+    for name, text in (broker_logs or {}).items():
+        for line in text.splitlines():
+            if "Traceback" in line or (" ERROR " in line and not EXPECTED_ERRORS.search(line)):
+                r.add("broker_errors", {"log": name, "line": line[:300]})
+    return r
+
+
+def _skips(r: Result, offsets: list[int], prev: int, nxt: int, example: dict) -> None:
+    """Visible offsets strictly between ``prev`` and ``nxt`` were jumped over."""
+    lo, hi = bisect_right(offsets, prev), bisect_right(offsets, nxt - 1)
+    if hi > lo:
+        r.add("poll_skip", {**example, "skipped": offsets[lo:min(hi, lo + 5)], "count": hi - lo})
+
+
+def availability(acks: list[tuple[float, int]], healthy: list[tuple[float, float]],
+                 partitions: int) -> dict[int, float]:
+    """Per partition, the longest window with no acknowledged write inside the periods when
+    a majority of brokers and ZooKeeper were up (``healthy``: [(start, end)])."""
+    by_part = defaultdict(list)
+    for t, p in acks:
+        by_part[p].append(t)
+    out = {}
+    for p in range(partitions):
+        times = sorted(by_part.get(p, []))
+        worst = 0.0
+        for start, end in healthy:
+            inside = [start] + [t for t in times if start < t < end] + [end]
+            worst = max(worst, max(b - a for a, b in zip(inside, inside[1:], strict=False)))
+        out[p] = round(worst, 1)
+    return out

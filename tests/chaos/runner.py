@@ -1,0 +1,269 @@
+"""One chaos run: start the cluster, start the workload clients, run the nemesis schedule
+for ``duration`` seconds, heal everything, let the cluster recover, stop the clients, read
+everything back (every partition from the start, the group's committed offsets, every
+replica's files after a clean shutdown) and check it (checker.py). The report (report.py)
+has the counts per check, the fault schedule and a PNG timeline.
+
+Run it with ``python bench/soak.py --seed 7 --duration 1800`` (or ``make soak``); the test
+suite runs short runs with fixed seeds (tests/chaos/test_chaos.py).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.checkpoints import REPLICATION_OFFSET, read_checkpoint
+from tests.krait_harness import REPO
+
+from . import checker
+from .cluster import ChaosCluster
+from .nemesis import Nemesis, as_dicts, kinds_for, schedule
+from .topology import namespaces_missing
+
+TOPIC = "chaos"
+PARTITIONS = 6
+
+
+@dataclass
+class RunResult:
+    seed: int
+    duration: float
+    brokers: int
+    workdir: Path
+    result: checker.Result
+    faults: list[dict]
+    events: list[dict]
+    skipped: list[str]
+    availability: dict[int, float]
+    started: float
+    ended: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line torn by a kill
+    return out
+
+
+class Clients:
+    """The workload processes (tests/chaos/workload.py), their histories in ``hist``."""
+
+    def __init__(self, hist: Path, bootstrap: str, seed: int, producers: int, consumers: int, rate: float) -> None:
+        self.hist = hist
+        hist.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.bootstrap = bootstrap
+        plan = [(f"p{i}", "produce", ["--rate", str(rate)]) for i in range(1, producers + 1)]
+        plan += [("t1", "txn", ["--seed", str(seed)])]
+        plan += [(f"c{i}", "consume", []) for i in range(1, consumers + 1)]
+        self.plan = plan
+
+    def _spawn(self, name: str, role: str, extra: list[str]) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, TOPIC,
+                str(self.hist / f"{name}.jsonl"), "--name", name, "--partitions", str(PARTITIONS), *extra]
+        with open(self.hist / f"{name}.stderr", "ab") as err:
+            return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+
+    def start(self, roles: tuple[str, ...]) -> None:
+        for name, role, extra in self.plan:
+            if role in roles:
+                self.procs[name] = self._spawn(name, role, extra)
+
+    def stop(self, roles: tuple[str, ...], timeout: float = 90) -> None:
+        names = [n for n, role, _ in self.plan if role in roles and n in self.procs]
+        for n in names:
+            self.procs[n].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for n in names:
+            try:
+                self.procs[n].wait(max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.procs[n].kill()
+                self.procs[n].wait()
+
+    def drain(self) -> None:
+        p = self._spawn("drain", "drain", [])
+        p.wait(400)
+
+    def histories(self) -> dict[str, list[dict]]:
+        return {f.stem: _read_jsonl(f) for f in sorted(self.hist.glob("*.jsonl"))}
+
+    def last_poll(self) -> float:
+        latest = 0.0
+        for f in self.hist.glob("c*.jsonl"):
+            for e in _read_jsonl(f)[-50:]:
+                if e["k"] == "poll":
+                    latest = max(latest, e["t"])
+        return latest
+
+
+def _say(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _create_topic(bootstrap: str, rf: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while True:
+        fut = admin.create_topics([NewTopic(TOPIC, PARTITIONS, rf)], operation_timeout=30)[TOPIC]
+        try:
+            fut.result(40)
+            return
+        except Exception as exc:
+            if "already exists" in str(exc) or time.monotonic() > deadline:
+                if "already exists" in str(exc):
+                    return
+                raise
+            time.sleep(1)
+
+
+def _wait_isr(cluster: ChaosCluster, timeout: float) -> dict[str, list[int]]:
+    """Wait for every partition (the workload's and the internal topics') to have every
+    replica in its ISR; returns the last ISRs seen."""
+    topics = [TOPIC, "__consumer_offsets", "__transaction_state"]
+    deadline = time.monotonic() + timeout
+    states: dict = {}
+    want = sorted(cluster.brokers)
+    while time.monotonic() < deadline:
+        try:
+            zk = cluster.zk_client()
+            try:
+                states = cluster.partition_states(zk, [t for t in topics if zk.exists(f"/brokers/topics/{t}")])
+            finally:
+                zk.stop()
+                zk.close()
+            if states and all(sorted(s["isr"]) == want for s in states.values()):
+                break
+        except Exception:
+            pass
+        time.sleep(1)
+    return {f"{t}-{p}": s["isr"] for (t, p), s in states.items()}
+
+
+def _read_replicas(cluster: ChaosCluster) -> tuple[dict, dict]:
+    """Each broker's batches of the workload topic (base offset, bytes), from its files,
+    and each partition's high watermark (the highest any replica checkpointed)."""
+    replicas: dict[int, dict[int, list]] = {p: {} for p in range(PARTITIONS)}
+    hws: dict[int, int] = {}
+    for b, disk in cluster.disks.items():
+        try:
+            cp = read_checkpoint(str(disk.path / REPLICATION_OFFSET))
+        except Exception:
+            cp = {}
+        for p in range(PARTITIONS):
+            d = disk.path / f"{TOPIC}-{p}"
+            if not d.exists():
+                continue
+            hws[p] = max(hws.get(p, 0), cp.get((TOPIC, p), 0))
+            batches = []
+            for seg in sorted(d.glob("*.log")):
+                data = seg.read_bytes()
+                pos = 0
+                while pos + 12 <= len(data):
+                    base = int.from_bytes(data[pos:pos + 8], "big")
+                    length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+                    if length <= 0 or pos + 12 + length > len(data):
+                        break
+                    batches.append((base, data[pos:pos + 12 + length]))
+                    pos += 12 + length
+            replicas[p][b] = batches
+    return replicas, hws
+
+
+def _healthy_windows(events: list[dict], start: float, end: float, brokers: int) -> list[tuple[float, float]]:
+    """Periods when ZooKeeper and a majority of brokers were up: the run minus each fault on
+    ZooKeeper (and, on a single node, each fault at all)."""
+    bad, open_at = [], {}
+    for e in events:
+        if "kind" not in e:
+            continue
+        down = e["kind"].startswith("zk-") or brokers == 1
+        if down and e["phase"] == "start":
+            open_at[e["kind"]] = e["t"]
+        elif down and e["phase"] == "heal" and e["kind"] in open_at:
+            bad.append((open_at.pop(e["kind"]), e["t"]))
+    bad += [(t, end) for t in open_at.values()]
+    windows, t = [], start
+    for a, b in sorted(bad):
+        if a > t:
+            windows.append((t, a))
+        t = max(t, b)
+    if t < end:
+        windows.append((t, end))
+    return windows
+
+
+def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producers: int = 3, consumers: int = 3,
+        rate: float = 100.0, recovery: float = 20.0) -> RunResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    why_not = namespaces_missing()
+    skipped = [f"network namespaces: {why_not}"] if why_not else []
+    t0 = time.time()
+    timings = {}
+    cluster = ChaosCluster(workdir, brokers, use_namespaces=why_not is None)
+    nemesis = Nemesis(cluster, TOPIC, workdir / "nemesis.jsonl", seed)
+    clients = None
+    try:
+        cluster.start()
+        _create_topic(cluster.bootstrap(), min(3, brokers))
+        kinds, more_skipped = kinds_for(cluster)
+        skipped += more_skipped
+        faults = schedule(seed, duration, kinds)
+        (workdir / "schedule.json").write_text(json.dumps(as_dicts(faults), indent=1))
+        _say(f"seed {seed}: {len(faults)} faults over {duration:.0f}s ({', '.join(kinds)}); workdir {workdir}")
+        clients = Clients(workdir / "history", cluster.bootstrap(), seed, producers, consumers, rate)
+        clients.start(("consume",))
+        clients.start(("produce", "txn"))
+        time.sleep(5)
+        started = time.time()
+        timings["setup_s"] = started - t0
+        worker = threading.Thread(target=nemesis.run, args=(faults,), daemon=True)
+        worker.start()
+        worker.join(duration + 120)
+        nemesis.stopping.set()
+        worker.join(120)
+        nemesis.heal_all()
+        nemesis.log(phase="healed")
+        _say(f"faults done ({len(nemesis.events)} events); recovering for {recovery:.0f}s")
+        time.sleep(recovery)
+        ended = time.time()
+        clients.stop(("produce", "txn"))
+        # consumers read until they stop finding records, then commit and leave
+        quiet_deadline = time.monotonic() + 60
+        while time.monotonic() < quiet_deadline and time.time() - clients.last_poll() < 5:
+            time.sleep(1)
+        clients.stop(("consume",))
+        isr = _wait_isr(cluster, 90) if brokers > 1 else None
+        clients.drain()
+        timings["run_s"] = time.time() - started
+    finally:
+        if clients is not None:
+            clients.stop(("produce", "txn", "consume"), timeout=10)
+        cluster.close()
+    replicas, hws = _read_replicas(cluster)
+    logs = {p.name: p.read_text(errors="replace") for p in sorted((workdir / "logs").glob("b*.log"))}
+    histories = clients.histories()
+    result = checker.check(histories, replicas if brokers > 1 else None, hws, isr, sorted(cluster.brokers), logs)
+    acks = [(e["t"], e["p"]) for n, h in histories.items() if n.startswith("p") for e in h if e["k"] == "ack"]
+    avail = checker.availability(acks, _healthy_windows(nemesis.events, started, ended, brokers), PARTITIONS)
+    return RunResult(seed, duration, brokers, workdir, result, as_dicts(faults), nemesis.events, skipped, avail,
+                     started, ended, timings)

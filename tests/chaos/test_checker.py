@@ -1,0 +1,102 @@
+"""The checker finds each kind of violation it claims to find (synthetic histories, each
+with one planted fault), and passes a clean history."""
+
+from __future__ import annotations
+
+from tests.chaos import checker
+
+
+def ack(v, p, o, t=1.0):
+    return {"t": t, "k": "ack", "v": v, "p": p, "o": o}
+
+
+def read(v, p, o, iso="read_uncommitted"):
+    return {"t": 9.0, "k": "read", "iso": iso, "v": v, "p": p, "o": o}
+
+
+def reads(pairs):
+    return [read(v, p, o, iso) for v, p, o in pairs for iso in ("read_uncommitted", "read_committed")]
+
+
+CLEAN_LOG = [("p1-0", 0, 0), ("p1-1", 0, 1), ("p1-2", 0, 2), ("p1-3", 0, 3)]
+
+
+def clean() -> dict:
+    return {"p1": [ack(v, p, o) for v, p, o in CLEAN_LOG],
+            "c1": [{"t": 0.5, "k": "assign", "ps": [0]}] + [{"t": 2.0, "k": "poll", "p": p, "o": o, "v": v}
+                                                             for v, p, o in CLEAN_LOG]
+            + [{"t": 3.0, "k": "commit", "p": 0, "o": 4}],
+            "drain": reads(CLEAN_LOG) + [{"t": 9.5, "k": "ends", "iso": "read_committed", "ends": {"0": 4},
+                                          "unfinished": []},
+                                         {"t": 9.6, "k": "committed", "offsets": {"0": 4}}]}
+
+
+def only(r: checker.Result, name: str, n: int | None = None) -> None:
+    bad = {k: v for k, v in r.counts.items() if v and k != name}
+    assert not bad, (bad, dict(r.examples))
+    assert r.counts[name] >= 1 if n is None else r.counts[name] == n, dict(r.examples)
+
+
+def test_a_clean_history_passes():
+    r = checker.check(clean())
+    assert r.ok, dict(r.examples)
+    assert r.stats["acked"] == 4 and r.stats["polled"] == 4
+
+
+def test_lost_acked_write():
+    h = clean()
+    h["p1"].append(ack("p1-4", 0, 4))
+    only(checker.check(h), "lost", 1)
+
+
+def test_duplicate_and_inconsistent_offsets():
+    h = clean()
+    h["drain"] += reads([("p1-1", 0, 5)])
+    only(checker.check(h), "duplicate", 1)  # a second copy of p1-1, at offset 5
+    h = clean()
+    h["p1"][2] = ack("p1-2", 0, 1)  # two values acked at offset 1
+    r = checker.check(h)
+    assert r.counts["inconsistent_offset"] >= 1 and r.counts["nonmonotonic_send"] == 1
+
+
+def test_poll_skip_and_nonmonotonic_poll():
+    h = clean()
+    h["c1"] = [e for e in h["c1"] if not (e["k"] == "poll" and e["o"] == 2)]
+    only(checker.check(h), "poll_skip", 1)
+    h = clean()
+    h["c1"].insert(-1, {"t": 2.0, "k": "poll", "p": 0, "o": 0, "v": "p1-0"})
+    only(checker.check(h), "nonmonotonic_poll", 1)
+
+
+def test_transactions_aborted_read_and_partial():
+    h = clean()
+    h["t1"] = [{"t": 1.0, "k": "txn", "id": 1, "values": [["t1-1-0", 0]], "outcome": "abort"},
+               {"t": 1.5, "k": "txn", "id": 2, "values": [["t1-2-0", 0], ["t1-2-1", 0]], "outcome": "commit"}]
+    h["drain"] += reads([("t1-1-0", 0, 10), ("t1-2-0", 0, 12)])
+    r = checker.check(h)
+    assert r.counts["aborted_read"] == 1
+    assert r.counts["partial_txn"] == 1 and r.counts["lost"] == 1  # t1-2-1 never visible
+
+
+def test_committed_offsets_going_backwards():
+    h = clean()
+    h["c2"] = [{"t": 5.0, "k": "assign", "ps": [0]}, {"t": 5.5, "k": "poll", "p": 0, "o": 1, "v": "p1-1"}]
+    only(checker.check(h), "offsets_backwards", 1)
+    h = clean()
+    h["drain"][-1] = {"t": 9.6, "k": "committed", "offsets": {"0": 2}}
+    only(checker.check(h), "offsets_backwards", 1)
+
+
+def test_replicas_isr_and_logs():
+    same = [(0, b"a"), (1, b"b")]
+    r = checker.check(clean(), {0: {1: same, 2: same, 3: [(0, b"a"), (1, b"X")]}}, {0: 2},
+                      {"chaos-0": [1, 2]}, [1, 2, 3], {"b1.log": "x\nTraceback (most recent call last):\n",
+                                                       "b2.log": "[t] ERROR storage: No space left on device"})
+    assert r.counts["replica_divergence"] == 1
+    assert r.counts["isr_incomplete"] == 1
+    assert r.counts["broker_errors"] == 1  # the full disk's ERROR is expected, the traceback is not
+
+
+def test_availability_counts_only_healthy_windows():
+    acks = [(t, 0) for t in (1, 2, 3, 20, 21)]
+    assert checker.availability(acks, [(0, 10), (15, 25)], 1) == {0: 7.0}

@@ -1,0 +1,226 @@
+"""The chaos run's clients, each a process of its own (librdkafka through confluent-kafka),
+each writing what it did as JSON lines, one flushed line per event, so that a client
+killed mid-run still leaves its history:
+
+  produce  an idempotent acks=all producer writing unique values "<name>-<seq>" round-robin
+           over the partitions; every acknowledgement (partition, offset, value, latency) and
+           every failure is recorded as soon as librdkafka reports it
+  txn      a transactional producer committing or aborting at random; records what it
+           believes committed or aborted (or "unknown" when the outcome was not learnt)
+  consume  a member of a read_committed consumer group that commits its offsets
+           synchronously; records assignments, every polled record and every acked commit
+  drain    the final reader: every partition from the start to its end, at read_uncommitted
+           and read_committed, and the group's committed offsets
+
+Usage: python -m tests.chaos.workload ROLE BOOTSTRAP TOPIC OUT.jsonl [options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+GROUP = "chaos"
+_stop = False
+
+
+def _on_term(*_a) -> None:
+    global _stop
+    _stop = True
+
+
+class History:
+    def __init__(self, path: str) -> None:
+        self.f = open(path, "a", buffering=1)
+
+    def __call__(self, kind: str, **fields) -> None:
+        self.f.write(json.dumps({"t": round(time.time(), 4), "k": kind, **fields}) + "\n")
+
+
+def _common(bootstrap: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 2000,
+            "reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000,
+            "log_level": 3}
+
+
+def produce(a: argparse.Namespace, h: History) -> None:
+    conf = {**_common(a.bootstrap), "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100}
+
+    def report(err, msg, sent: float) -> None:
+        v = msg.value().decode()
+        if err is None:
+            h("ack", v=v, p=msg.partition(), o=msg.offset(), lat=round(time.time() - sent, 4))
+        else:
+            h("fail", v=v, p=msg.partition(), err=err.name(), fatal=err.fatal())
+
+    def make() -> Producer:
+        return Producer({**conf, "error_cb": lambda e: h("error", err=e.name(), fatal=e.fatal(), msg=e.str())})
+
+    p, seq, start = make(), 0, time.monotonic()
+    while not _stop:
+        v = f"{a.name}-{seq}"
+        sent = time.time()
+        try:
+            p.produce(a.topic, v.encode(), partition=seq % a.partitions,
+                      on_delivery=lambda err, msg, s=sent: report(err, msg, s))
+            seq += 1
+            p.poll(max(start + seq / a.rate - time.monotonic(), 0))
+        except BufferError:
+            p.poll(0.1)
+        except KafkaException as exc:
+            # a fatal idempotence error: what is in flight fails, and only a new producer
+            # (a new producer id) can go on
+            h("fatal", err=str(exc))
+            try:
+                p.flush(10)
+            except KafkaException:
+                pass
+            p = make()
+    try:
+        left = p.flush(60)
+    except KafkaException as exc:
+        h("fatal", err=str(exc))
+        left = -1
+    h("done", unflushed=left, sent=seq)
+
+
+def txn(a: argparse.Namespace, h: History) -> None:
+    conf = {**_common(a.bootstrap), "transactional.id": f"chaos-{a.name}", "transaction.timeout.ms": 20000,
+            "message.timeout.ms": 20000, "request.timeout.ms": 10000, "linger.ms": 5}
+
+    def make() -> Producer:
+        while not _stop:
+            p = Producer({**conf, "on_delivery": lambda err, msg: err is None and h(
+                "tack", v=msg.value().decode(), p=msg.partition(), o=msg.offset())})
+            try:
+                p.init_transactions(30)
+                return p
+            except KafkaException as exc:
+                h("error", err=str(exc), where="init")
+                time.sleep(1)
+        return None
+
+    rng = random.Random(a.seed)
+    p, n = make(), 0
+    while not _stop and p is not None:
+        n += 1
+        values = [(f"{a.name}-{n}-{i}", rng.randrange(a.partitions)) for i in range(rng.randint(1, 4))]
+        commit = rng.random() < 0.7
+        outcome = "unknown"
+        try:
+            p.begin_transaction()
+            for v, part in values:
+                p.produce(a.topic, v.encode(), partition=part)
+            if commit:
+                for _ in range(5):
+                    try:
+                        p.commit_transaction(30)
+                        outcome = "commit"
+                        break
+                    except KafkaException as exc:
+                        if not exc.args[0].retriable():
+                            raise
+            else:
+                p.abort_transaction(30)
+                outcome = "abort"
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            h("error", err=err.name(), fatal=err.fatal(), abortable=err.txn_requires_abort(), msg=err.str())
+            if err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                    outcome = "abort"
+                except KafkaException as exc2:
+                    h("error", err=exc2.args[0].name(), where="abort")
+            if outcome == "unknown":
+                p = make()  # a fatal error (or a failed abort): a new instance fences the old
+        h("txn", id=n, values=values, outcome=outcome)
+        time.sleep(rng.uniform(0.05, 0.3))
+    h("done", txns=n)
+
+
+def consume(a: argparse.Namespace, h: History) -> None:
+    c = Consumer({**_common(a.bootstrap), "group.id": GROUP, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                  "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000, "client.id": a.name,
+                  "error_cb": lambda e: h("error", err=e.name(), msg=e.str())})
+    c.subscribe([a.topic], on_assign=lambda _c, ps: h("assign", ps=[tp.partition for tp in ps]),
+                on_revoke=lambda _c, ps: h("revoke", ps=[tp.partition for tp in ps]))
+    last_commit = time.monotonic()
+    while not _stop:
+        for m in c.consume(200, 0.5):
+            if m.error() is None:
+                h("poll", p=m.partition(), o=m.offset(), v=m.value().decode())
+            elif m.error().code() != KafkaError._PARTITION_EOF:
+                h("error", err=m.error().name(), msg=m.error().str())
+        if time.monotonic() - last_commit >= 1.0:
+            last_commit = time.monotonic()
+            _commit(c, h)
+    _commit(c, h)
+    c.close()
+    h("done")
+
+
+def _commit(c: Consumer, h: History) -> None:
+    try:
+        for tp in c.commit(asynchronous=False) or []:
+            if tp.error is None and tp.offset >= 0:
+                h("commit", p=tp.partition, o=tp.offset)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._NO_OFFSET:
+            h("commit_fail", err=exc.args[0].name())
+
+
+def drain(a: argparse.Namespace, h: History) -> None:
+    for isolation in ("read_uncommitted", "read_committed"):
+        c = Consumer({**_common(a.bootstrap), "group.id": "chaos-drain", "isolation.level": isolation,
+                      "enable.auto.commit": False, "enable.partition.eof": True})
+        ends = {}
+        for p in range(a.partitions):
+            ends[p] = c.get_watermark_offsets(TopicPartition(a.topic, p), timeout=30, cached=False)[1]
+        c.assign([TopicPartition(a.topic, p, OFFSET_BEGINNING) for p in range(a.partitions)])
+        todo = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    h("read", iso=isolation, p=m.partition(), o=m.offset(), v=m.value().decode())
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    if m.offset() >= ends[m.partition()] or isolation == "read_committed":
+                        todo.discard(m.partition())
+                else:
+                    h("error", err=m.error().name(), msg=m.error().str())
+        h("ends", iso=isolation, ends=ends, unfinished=sorted(todo))
+        c.close()
+    c = Consumer({**_common(a.bootstrap), "group.id": GROUP})
+    committed = c.committed([TopicPartition(a.topic, p) for p in range(a.partitions)], timeout=30)
+    h("committed", offsets={tp.partition: tp.offset for tp in committed})
+    c.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", choices=["produce", "txn", "consume", "drain"])
+    ap.add_argument("bootstrap")
+    ap.add_argument("topic")
+    ap.add_argument("out")
+    ap.add_argument("--name", default="c")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    h = History(a.out)
+    {"produce": produce, "txn": txn, "consume": consume, "drain": drain}[a.role](a, h)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
