@@ -3,12 +3,15 @@ coordinators are pure state machines with an injected clock and log): turn an
 operation's ``respond`` callback into a value or an awaitable for the connection, hold the
 answer until the records the operation wrote are replicated (cluster mode: Kafka appends
 coordinator records with acks=all), and run the core's timers when it says they are due.
+An answer whose records did not reach the ISR (leadership moved, or the wait timed out)
+is never a success: it carries the error Kafka's coordinators map the append's error to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -107,16 +110,26 @@ class CoordinatorShell:
 
     async def replicated(self, appended: list[tuple[TopicPartition, int, int]]) -> bool:
         """Wait until the ISR holds these appends (or the commit timeout); True when it does."""
+        return not await self._not_replicated(appended)
+
+    async def _not_replicated(self, appended: list[tuple[TopicPartition, int, int]]) -> dict[TopicPartition, ErrorCode]:
         codes = await self.replicas.wait_for_high_watermark(appended, self.commit_timeout_s)
         bad = {tp: c for tp, c in codes.items() if c != ErrorCode.none}
         if bad:
             self.log.warning("coordinator records not replicated: %s",
                              {f"{t}-{p}": c.name for (t, p), c in bad.items()})
-        return not bad
+        return bad
 
     async def _after_replication(self, fut: asyncio.Future, appended: list) -> Any:
-        await self.replicated(appended)
-        return await fut
+        bad = await self._not_replicated(appended)
+        resp = await fut
+        if not bad:
+            return resp
+        # GroupMetadataManager / TransactionStateManager: a leader that lost the partition
+        # says NOT_COORDINATOR (the client looks the coordinator up again), anything else
+        # (a timeout, too few replicas) COORDINATOR_NOT_AVAILABLE; both are retried
+        moved = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error} & set(bad.values())
+        return with_error(resp, ErrorCode.not_coordinator if moved else ErrorCode.coordinator_not_available)
 
     # --- timers ---------------------------------------------------------------------------
     def reschedule(self) -> None:
@@ -154,6 +167,24 @@ class CoordinatorShell:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+
+
+def with_error(resp: Any, code: ErrorCode) -> Any:
+    """``resp`` (a kio response) with every error code that says NONE, at any depth, set to
+    ``code``: what the operation did is not to be taken as done."""
+    if not dataclasses.is_dataclass(resp) or isinstance(resp, type):
+        return resp
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(resp):
+        value = getattr(resp, f.name)
+        if f.name == "error_code":
+            if value == ErrorCode.none:
+                changes[f.name] = code
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            changes[f.name] = tuple(with_error(v, code) for v in value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes[f.name] = with_error(value, code)
+    return dataclasses.replace(resp, **changes) if changes else resp
 
 
 def read_partition(plog: PartitionLog, end: int | None = None) -> Iterator[LoadItem]:

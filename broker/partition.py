@@ -4,6 +4,13 @@ replica assignment from ZooKeeper, and, on the leader, each follower's log end o
 last caught-up time, from which the high watermark (min LEO over the ISR) and the ISR
 changes follow (``replica.lag.time.max.ms``).
 
+An ISR change this leader proposes is pending until ZooKeeper's answer is known; if the
+answer is lost (a connection loss after the write left) the change may or may not have
+landed. Either way the high watermark is computed over the maximal ISR, the committed ISR
+and the proposed one together (Kafka's KIP-497): a replica being added counts at once, a
+replica being removed until its removal is confirmed, so every ISR that ZooKeeper may hold
+has every record acknowledged. ``min.insync.replicas`` is checked against the committed ISR.
+
 Pure bookkeeping over a PartitionLog: no ZooKeeper and no event loop here. The
 ReplicaManager applies state from ZooKeeper, and writes the ISR changes this proposes.
 """
@@ -42,6 +49,9 @@ class Partition:
         self.broker_id = broker_id
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
+        #: the epoch this broker's current, unbroken run as leader began at: an acks=all
+        #: append of any epoch since then is still in the log (only a follower truncates)
+        self.leading_since_epoch = -1
         #: the offset this broker's leadership started at (its first offset of the epoch)
         self.epoch_start_offset = 0
         self.isr: frozenset[int] = frozenset()
@@ -51,25 +61,52 @@ class Partition:
         #: the ZooKeeper state this broker last applied (its zk_version fences our updates)
         self.state: PartitionState | None = None
         self.followers: dict[int, FollowerState] = {}
-        #: an ISR change written to ZooKeeper and not yet confirmed
-        self.isr_update_pending = False
+        #: the ISR of a change written to ZooKeeper and not yet confirmed (or whose outcome
+        #: was lost): counted with ``isr`` until a state from ZooKeeper settles it
+        self.pending_isr: frozenset[int] | None = None
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
+        # a replica in a failed log dir leads nothing here, whatever ZooKeeper still says (KIP-112)
+        return self.leader_id == self.broker_id and not self.log.offline
+
+    @property
+    def isr_update_pending(self) -> bool:
+        return self.pending_isr is not None
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The committed ISR with the pending change's members (KIP-497)."""
+        return self.isr if self.pending_isr is None else self.isr | self.pending_isr
+
+    def propose_isr(self, isr: set[int] | frozenset[int]) -> PartitionState:
+        """An ISR change to write: pending from now on; the state to write, fenced by the
+        zk_version of the state this change derives from."""
+        new = self.with_isr(isr)
+        self.pending_isr = frozenset(new.isr)
+        return new
 
     # --- role changes (from ZooKeeper) ------------------------------------------------------
     def apply(self, state: PartitionState, assignment: tuple[int, ...], now_ms: int) -> str | None:
         """Take the partition state from ZooKeeper; returns "leader" or "follower" when this
         broker's role or the leader epoch changed (the caller starts or moves fetching),
-        else None (an ISR-only change, or nothing new)."""
+        else None (an ISR-only change, or nothing new).
+
+        A state at or below the znode version already applied brings nothing new (a view
+        that has not caught up with our own write yet): the pending change stays pending,
+        else a sync during the write would drop its members from the maximal ISR. Any
+        newer state settles the pending change, landed or not."""
+        self.assignment = tuple(assignment)
+        cur = self.state
+        if cur is not None and 0 <= state.zk_version <= cur.zk_version:
+            return None
         new_epoch = state.leader_epoch != self.leader_epoch or state.leader != self.leader_id
         self.state = state
-        self.assignment = tuple(assignment)
         self.isr = frozenset(state.isr)
-        self.isr_update_pending = False
+        self.pending_isr = None
         if not new_epoch:
             return None
+        was_leader = self.is_leader
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         if self.is_leader:
@@ -77,11 +114,26 @@ class Partition:
             # now, so that followers asking for the previous epoch's end get this boundary).
             self.epoch_start_offset = self.log.log_end_offset
             self.log.epoch_cache.assign(state.leader_epoch, self.epoch_start_offset)
-            self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in self.isr else 0)
-                              for r in self.assignment if r != self.broker_id}
+            if not was_leader:
+                self.leading_since_epoch = state.leader_epoch
+            self._reset_followers(now_ms, keep_progress=was_leader)
             return "leader"
         self.followers = {}
         return "follower"
+
+    def _reset_followers(self, now_ms: int, *, keep_progress: bool) -> None:
+        """Kafka's Replica.resetReplicaState at makeLeader: the caught-up clock restarts
+        (now for ISR members, never for the others); a leader re-elected without a break
+        (the controller bumped the epoch) keeps what its followers hold, which its log
+        still has, so the high watermark need not wait for each of them to fetch again."""
+        old = self.followers if keep_progress else {}
+        self.followers = {}
+        for r in self.assignment:
+            if r == self.broker_id:
+                continue
+            st = old.get(r) or FollowerState()
+            st.last_caught_up_ms = now_ms if r in self.isr else 0
+            self.followers[r] = st
 
     # --- leader: follower progress ----------------------------------------------------------
     def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
@@ -103,11 +155,11 @@ class Partition:
         return True
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own included); only ever forward."""
+        """HW = min LEO over the maximal ISR (the leader's own included); only ever forward."""
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r != self.broker_id:
                 st = self.followers.get(r)
                 hw = min(hw, st.leo if st is not None else -1)

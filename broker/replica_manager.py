@@ -166,14 +166,17 @@ class ReplicaManager:
         return result
 
     def replicated_to(self, topic: str, partition: int, required_offset: int, epoch: int) -> ErrorCode | None:
-        """Kafka's checkEnoughReplicasReachOffset for an acks=all append: None while the
-        high watermark is below ``required_offset``, else the answer's error code."""
+        """Kafka's checkEnoughReplicasReachOffset for an acks=all append made at leader
+        ``epoch``: None while the high watermark is below ``required_offset``, else the
+        answer's error code. A later epoch of the same unbroken leadership (the controller
+        took a replica out of the ISR) still holds the records: they count when the high
+        watermark passes them, as in Kafka, whose check asks only whether this broker leads."""
         part = self.partitions.get((topic, partition))
-        if part is None or not part.is_leader or part.leader_epoch != epoch:
+        if part is None or not part.is_leader or epoch < part.leading_since_epoch:
             return ErrorCode.not_leader_or_follower
         if part.log.high_watermark < required_offset:
             return None
-        if len(part.isr) < part.log.config.min_insync_replicas:
+        if len(part.maximal_isr) < part.log.config.min_insync_replicas:
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
 

@@ -58,7 +58,8 @@ class ClusterNode:
                                        connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms,
                                        on_change=self._changed_elsewhere)
         self.metadata: ZkMetadata | None = None
-        self.replication = Replication(replicas, self._write_state, lag_time_max_ms=config["replica.lag.time.max.ms"])
+        self.replication = Replication(replicas, self._write_state, lag_time_max_ms=config["replica.lag.time.max.ms"],
+                                       read_state=self._read_state, is_live=lambda b: b in self.membership.brokers)
         #: TLS / SASL of this broker's connections to the others (None: PLAINTEXT)
         self.inter_broker_security = inter_broker_security(config)
         self.fetchers = ReplicaFetcherManager(
@@ -242,6 +243,17 @@ class ClusterNode:
                                                                   new.zk_version)
         self._schedule_sync()
         return stored
+
+    async def _read_state(self, tp: TopicPartition) -> PartitionState | None:
+        """A partition's state read from ZooKeeper into the view, then applied by a sync
+        (a leader that lost a write's answer, or was told of a newer epoch, learns where
+        it stands without waiting for a watch)."""
+        md = self.metadata
+        if md is None:
+            return None
+        state = await asyncio.get_running_loop().run_in_executor(None, md.read_partition_state, tp)
+        self._schedule_sync()
+        return state
 
     # --- admin writes -----------------------------------------------------------------------------
     def _require_zookeeper(self, error: ErrorCode = ErrorCode.request_timed_out) -> None:
