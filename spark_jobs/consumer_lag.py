@@ -7,7 +7,8 @@ over time.
 Reads ``__consumer_offsets`` with the kafka-segments source and decodes Kafka's
 OffsetCommitKey/OffsetCommitValue records (``coordinator/records.py``, the broker's own
 codecs). "Now" is the latest commit per (group, topic, partition) in log order (a
-tombstone deletes it) against the partition's log end offset (the high watermark when the
+tombstone deletes it; a group Krait's former placement put in another partition has its
+older records there, so the records of its own partition, by Kafka's placement, come last) against the partition's log end offset (the high watermark when the
 checkpoint has one). History: the last commit in each time bucket against the log end
 offset at the end of that bucket, found through the partition's .timeindex (first offset
 whose timestamp is later, at batch granularity) — the topics themselves are not scanned.
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 if not __package__:  # run as a script (spark-submit spark_jobs/consumer_lag.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,22 +34,28 @@ import pyarrow as pa
 from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, time_axis, write_json
 
 COMMITS_SCHEMA = ("group string, topic string, partition int, committed long, metadata string, "
-                  "commit_ts long, log_offset long, log_ts long, tombstone boolean")
+                  "commit_ts long, log_offset long, log_ts long, tombstone boolean, home boolean")
 
 
-def decode_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_commits(batches: Iterator[pa.RecordBatch], offsets_partitions: int = 0) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: __consumer_offsets rows -> offset commits (other record types and
-    undecodable records are dropped: a malformed record must not fail the job)."""
+    undecodable records are dropped: a malformed record must not fail the job). ``home``:
+    the record is in its group's partition among ``offsets_partitions`` (rows with a
+    ``partition`` column; always true without): those are newer than the group's records
+    elsewhere, which Krait's former placement wrote (coordinator/placement.py)."""
+    from coordinator.placement import partition_for_key
     from coordinator.records import OffsetCommitKey, RecordDecodeError, decode_key, decode_offset_commit_value
 
     for b in batches:
         cols: dict[str, list] = {n: [] for n in ("group", "topic", "partition", "committed", "metadata",
-                                                 "commit_ts", "log_offset", "log_ts", "tombstone")}
+                                                 "commit_ts", "log_offset", "log_ts", "tombstone", "home")}
         keys = b.column("key").to_pylist()
         values = b.column("value").to_pylist()
         offsets = b.column("offset").to_pylist()
         ts = b.column("log_ts").to_pylist()
-        for k, v, off, t in zip(keys, values, offsets, ts, strict=True):
+        where = (b.column("partition").to_pylist() if offsets_partitions and "partition" in b.schema.names
+                 else [None] * len(keys))
+        for k, v, off, t, log_p in zip(keys, values, offsets, ts, where, strict=True):
             try:
                 key = decode_key(k)
                 if not isinstance(key, OffsetCommitKey):
@@ -64,10 +72,17 @@ def decode_commits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             cols["log_offset"].append(off)
             cols["log_ts"].append(t)
             cols["tombstone"].append(val is None)
+            cols["home"].append(log_p is None or partition_for_key(key.group, offsets_partitions) == log_p)
         yield pa.RecordBatch.from_pydict(cols, schema=pa.schema([
             ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("committed", pa.int64()),
             ("metadata", pa.string()), ("commit_ts", pa.int64()), ("log_offset", pa.int64()),
-            ("log_ts", pa.int64()), ("tombstone", pa.bool_())]))
+            ("log_ts", pa.int64()), ("tombstone", pa.bool_()), ("home", pa.bool_())]))
+
+
+def offsets_partitions(partitions: Iterable[tuple[str, int]]) -> int:
+    """How many partitions __consumer_offsets has, from those in the log dirs (all of them
+    when every broker's log dirs are given)."""
+    return 1 + max((p for t, p in partitions if t == "__consumer_offsets"), default=-1)
 
 
 def iso(ms: int) -> str:
@@ -93,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         commits = None
     else:
         raw = reader(spark, args, subscribe="__consumer_offsets").load() \
-            .select("key", "value", "offset", F.unix_millis("timestamp").alias("log_ts"))
-        commits = raw.mapInArrow(decode_commits, COMMITS_SCHEMA)
+            .select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("log_ts"))
+        commits = raw.mapInArrow(functools.partial(decode_commits, offsets_partitions=offsets_partitions(plogs)),
+                                 COMMITS_SCHEMA)
         if args.groups:
             commits = commits.where(F.col("group").isin(args.groups.split(",")))
         commits = commits.cache()
@@ -102,16 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     now_rows: list[dict] = []
     history: list[dict] = []
     if commits is not None:
-        # (the log offset orders commits: a partition of __consumer_offsets holds all of a group's commits)
+        # the log offset orders a partition's commits; the group's own partition's come last
+        order = F.struct("home", "log_offset")
         with progress(spark, "latest commit per group/topic/partition"):
             latest = (commits.groupBy("group", "topic", "partition")
-                      .agg(F.max_by(F.struct("committed", "metadata", "commit_ts", "tombstone"), "log_offset").alias("c"))
+                      .agg(F.max_by(F.struct("committed", "metadata", "commit_ts", "tombstone"), order).alias("c"))
                       .select("group", "topic", "partition", "c.*").collect())
         with progress(spark, f"commits per {args.bucket}"):
             bucketed = (commits.where(~F.col("tombstone"))
                         .withColumn("bucket", F.unix_millis(F.window(F.timestamp_millis("commit_ts"), args.bucket).end))
                         .groupBy("group", "topic", "partition", "bucket")
-                        .agg(F.max_by("committed", "log_offset").alias("committed"))
+                        .agg(F.max_by("committed", order).alias("committed"))
                         .orderBy("group", "topic", "partition", "bucket").collect())
         commits.unpersist()
 

@@ -58,12 +58,14 @@ MEMBER_STATES = {0: "stable", 1: "unrevoked partitions", 2: "unreleased partitio
 
 
 class Rec(NamedTuple):
-    """One __consumer_offsets record as read: log offset, append time (ms), key, value."""
+    """One __consumer_offsets record as read: log offset, append time (ms), key, value, and
+    the __consumer_offsets partition (-1: unknown)."""
 
     offset: int
     ts: int
     key: bytes
     value: bytes | None
+    partition: int = -1
 
 
 class ClassicRec(NamedTuple):
@@ -80,18 +82,36 @@ class ConsumerRec(NamedTuple):
 
 
 # --- decoding -------------------------------------------------------------------------------------
-def decode_group_records(recs: Iterable[Rec]) -> dict:
+def decode_group_records(recs: Iterable[Rec], offsets_partitions: int = 0) -> dict:
     """Group records (classic GroupMetadata, KIP-848 types 3-8) by group, in log order, through
-    the coordinator's own codecs. Offset commits are skipped; undecodable records counted."""
+    the coordinator's own codecs. Offset commits are skipped; undecodable records counted.
+
+    A group Krait's former placement wrote into another partition has its older records
+    there and the newer ones in its own (Kafka's placement among ``offsets_partitions``;
+    0: every record is taken as in its own): those come last, and the tombstones its move
+    left behind in the former partition are no deletion of the group."""
     from coordinator.consumer.records import ConsumerGroupKey, decode_any_key, decode_record
+    from coordinator.placement import partition_for_key
     from coordinator.records import GroupMetadataKey, RecordDecodeError, decode_group_metadata_value
 
     classic: dict[str, list[ClassicRec]] = {}
     consumer: dict[str, list[ConsumerRec]] = {}
     bad = 0
-    for r in sorted(recs, key=lambda r: r.offset):
+    decoded: list[tuple[bool, Rec, Any]] = []  # (in the group's own partition, record, key)
+    for r in recs:
         try:
             key = decode_any_key(r.key)
+        except RecordDecodeError:
+            bad += 1
+            continue
+        home = offsets_partitions <= 0 or r.partition < 0 or partition_for_key(key.group, offsets_partitions) == r.partition
+        decoded.append((home, r, key))
+    decoded.sort(key=lambda d: (d[0], d[1].offset))
+    moved = {key.group for home, _, key in decoded if home}
+    for home, r, key in decoded:
+        if r.value is None and not home and key.group in moved:
+            continue
+        try:
             if isinstance(key, GroupMetadataKey):
                 v = None if r.value is None else decode_group_metadata_value(r.value)
                 classic.setdefault(key.group, []).append(ClassicRec(r.offset, r.ts, v))
@@ -428,7 +448,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
         spark = session("krait-rebalance-history", args.master)
     from pyspark.sql import functions as F
 
-    from spark_jobs.consumer_lag import COMMITS_SCHEMA, decode_commits
+    from spark_jobs.consumer_lag import COMMITS_SCHEMA, decode_commits, offsets_partitions
     from spark_jobs.logdir import list_partitions
 
     wanted = set(args.groups.split(",")) if args.groups else None
@@ -441,10 +461,11 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
         is_commit = F.hex(F.substring("key", 1, 2)).isin("0000", "0001")
         with progress(spark, "group records"):
             rows = raw.where(F.col("key").isNotNull() & ~is_commit).select("key", "value", "partition", "offset", "log_ts").collect()
-        # a group lives in one partition: ordering by offset keeps each group's log order
-        recs = [Rec(r.offset, r.log_ts, bytes(r.key), None if r.value is None else bytes(r.value))
+        # a group's partition keeps its log order (decode_group_records orders a moved group's two)
+        recs = [Rec(r.offset, r.log_ts, bytes(r.key), None if r.value is None else bytes(r.value), r.partition)
                 for r in rows]
-        dec = decode_group_records(recs)
+        dec = decode_group_records(recs, offsets_partitions(
+            (p.topic, p.partition) for p in list_partitions(args.log_dirs.split(","))))
         result["undecodable_records"] = dec["undecodable"]
         classic = {g: v for g, v in dec["classic"].items() if wanted is None or g in wanted}
         consumer = {g: v for g, v in dec["consumer"].items() if wanted is None or g in wanted}

@@ -83,6 +83,28 @@ def test_consumer_lag(job_runs):
     assert "LOG-END-OFFSET" in text
 
 
+def test_consumer_lag_orders_a_moved_groups_commits_by_its_own_partition():
+    # Krait's former placement put "connect-file-sink" in partition 27 of 50, Kafka's in 21:
+    # after the move, 27 ends with tombstones at higher offsets than the copies in 21
+    import pyarrow as pa
+
+    from coordinator.records import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
+    from spark_jobs.consumer_lag import decode_commits, offsets_partitions
+
+    key = encode_offset_commit_key("connect-file-sink", "t", 0)
+    value = encode_offset_commit_value(OffsetCommitValue(42, "", 1))
+    batch = pa.RecordBatch.from_pydict({"key": [key, key, key], "value": [value, None, value],
+                                        "partition": [27, 27, 21], "offset": [500, 501, 7], "log_ts": [1, 2, 2]})
+    (out,) = decode_commits(iter([batch]), offsets_partitions([("__consumer_offsets", p) for p in range(50)]))
+    rows = out.to_pylist()
+    assert [(r["log_offset"], r["tombstone"], r["home"]) for r in rows] == [(500, False, False), (501, True, False),
+                                                                            (7, False, True)]
+    latest = max(rows, key=lambda r: (r["home"], r["log_offset"]))  # the job's max_by(struct(home, log_offset))
+    assert (latest["committed"], latest["tombstone"]) == (42, False)
+    (plain,) = decode_commits(iter([batch]))  # no partition count: every record is taken as its group's own
+    assert all(plain.column("home").to_pylist())
+
+
 def test_export(job_runs, spark):
     _, out, _ = _ok(job_runs, "export")
     df = spark.read.parquet(out)

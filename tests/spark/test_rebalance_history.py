@@ -155,6 +155,25 @@ def test_undecodable_and_commit_records_are_ignored():
     assert out["classic"] == {} and out["consumer"] == {} and out["undecodable"] == 1
 
 
+def test_a_group_moved_from_its_former_partition_keeps_its_history():
+    # Krait's former placement put "connect-file-sink" in partition 27 of 50; Kafka's puts it
+    # in 21. Its move copied the last record to 21 and left a tombstone in 27: the history
+    # is 27's records, then 21's, with no deletion between them.
+    group = "connect-file-sink"
+    recs = [_gm(40, T + 1000, 1, [_member("a-1", [0])], T + 900, group)._replace(partition=27),
+            _gm(41, T + 5000, 2, [], T + 5000, group)._replace(partition=27),
+            rh.Rec(42, T + 9000, encode_group_metadata_key(group), None, 27),
+            _gm(3, T + 8000, 2, [], T + 5000, group)._replace(partition=21),
+            _gm(4, T + 20_000, 3, [_member("b-1", [0])], T + 19_000, group)._replace(partition=21)]
+    classic = rh.decode_group_records(recs, 50)["classic"][group]
+    assert [(r.offset, r.value.generation) for r in classic] == [(40, 1), (41, 2), (3, 2), (4, 3)]
+    history = rh.classic_history(classic, {})
+    assert [g["generation"] for g in history["generations"]] == [1, 2, 2, 3] and history["deleted_ms"] is None
+    # a group not moved yet: its own tombstone in its former partition is a deletion
+    alone = rh.decode_group_records(recs[:3], 50)["classic"][group]
+    assert rh.classic_history(alone, {})["deleted_ms"] == T + 9000
+
+
 # --- a real log ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def real_log(tmp_path_factory):
