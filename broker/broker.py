@@ -181,7 +181,7 @@ class Broker:
         self.replication = self.cluster.replication
         self.replication.metrics = self.metrics
         self.topics.cluster = self.cluster
-        self.producer_ids.allocate_block = self.cluster.allocate_producer_ids
+        self.producer_ids.fetch_block = self.cluster.allocate_producer_ids
         try:
             cluster_id = self.cluster.start(self.registry.cluster_id, cfg["cluster.id"] or new_cluster_id())
         except BaseException:

@@ -216,7 +216,7 @@ class ConfigAdmin:
                 raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op}")
         return current
 
-    def _alter_topic(self, r: Any, incremental: bool, validate_only: bool) -> None:
+    async def _alter_topic(self, r: Any, incremental: bool, validate_only: bool) -> None:
         info = self.registry.get(r.resource_name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist.")
@@ -227,7 +227,7 @@ class ConfigAdmin:
                                         f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
         else:
             new = {c.name: c.value for c in r.configs}
-        self.topics.alter_topic_configs(r.resource_name, new, validate_only=validate_only)
+        await self.topics.alter_topic_configs(r.resource_name, new, validate_only=validate_only)
 
     @staticmethod
     def _broker_list_default(name: str) -> str | None:
@@ -273,7 +273,7 @@ class ConfigAdmin:
         self.topics.apply_topic_defaults()
         self.logs.producer_id_expiration_ms = int(in_force["producer.id.expiration.ms"])
 
-    def alter(self, req: Any, incremental: bool) -> list[dict]:
+    async def alter(self, req: Any, incremental: bool) -> list[dict]:
         """AlterConfigs' (replace all) or IncrementalAlterConfigs' results, one per resource."""
         ids = Counter((r.resource_type, r.resource_name) for r in req.resources)
         results = []
@@ -291,7 +291,7 @@ class ConfigAdmin:
                 if nulls:
                     raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
                 if r.resource_type == TOPIC:
-                    self._alter_topic(r, incremental, req.validate_only)
+                    await self._alter_topic(r, incremental, req.validate_only)
                 elif r.resource_type == BROKER:
                     self._alter_broker(r, incremental, req.validate_only)
                 elif r.resource_type == BROKER_LOGGER and incremental:

@@ -68,12 +68,15 @@ class CoordinatorShell:
         """Create a coordinator's topic on first use, as Kafka does, with the configured
         replication factor but never more than the live brokers (nor a min.insync.replicas
         above it: a single broker must still write its coordinator's state). Another broker
-        creating it a moment earlier is fine."""
+        creating it a moment earlier is fine. In cluster mode the creation runs in the
+        background (the ZooKeeper write is off the event loop): the coordinator's
+        partitions have no leader until it lands, which FindCoordinator answers with
+        COORDINATOR_NOT_AVAILABLE, as Kafka does while it creates the topic."""
         rf = max(1, min(replication_factor, len(topics.live_brokers())))
         if int(configs.get("min.insync.replicas", 1)) > rf:
             configs = {**configs, "min.insync.replicas": str(rf)}
         try:
-            topics.create_topic(name, partitions, configs, replication_factor=rf)
+            topics.ensure_created(name, partitions, configs, replication_factor=rf)
         except KafkaError as exc:
             if exc.error_code != ErrorCode.topic_already_exists:
                 raise

@@ -1,16 +1,32 @@
 """Producer id allocation for InitProducerId (Kafka's ProducerIdManager): ids come in
-blocks persisted in the metadata document before use, so an id is never handed out twice,
-even across a crash. In cluster mode the blocks come from ZooKeeper's
-/latest_producer_id_block (Kafka's ZK-mode ProducerIdManager), so that no two brokers hand
-out the same id: deduplication after a leader change relies on it."""
+blocks persisted before use, so an id is never handed out twice, even across a crash.
+
+Single-node mode persists the blocks in the metadata document. In cluster mode they come
+from ZooKeeper's /latest_producer_id_block, so that no two brokers hand out the same id
+(deduplication after a leader change relies on it), and the manager is Kafka's
+RPCProducerIdManager (KAFKA-14694): a block is fetched in the background, the next one
+when 90% of the current one is handed out, and a request finding no block never waits:
+it fails with COORDINATOR_LOAD_IN_PROGRESS, which every client retries (Kafka chose it
+over REQUEST_TIMED_OUT, which older clients treat as fatal)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from protocol.errors import ErrorCode, KafkaError
 
 from .topics import TopicRegistry
 
+log = logging.getLogger("krait.producer_ids")
+
 PRODUCER_ID_BLOCK = 1000
+#: ProducerIdManager.PidPrefetchThreshold
+PREFETCH_THRESHOLD = 0.9
+#: RPCProducerIdManager.RetryBackoffMs: after a failed fetch, none for this long
+RETRY_BACKOFF_S = 0.05
 
 
 class ProducerIdManager:
@@ -18,15 +34,19 @@ class ProducerIdManager:
         self.registry = registry
         self.block_size = block_size
         #: cluster mode: (block size) -> (first, last) id of a block reserved in ZooKeeper
-        self.allocate_block: Callable[[int], tuple[int, int]] | None = None
+        self.fetch_block: Callable[[int], Awaitable[tuple[int, int]]] | None = None
         self._next = 0
         self._limit = 0
+        self._prefetch_at = -1
+        self._next_block: tuple[int, int] | None = None
+        self._fetching: asyncio.Task | None = None
+        self._retry_after = 0.0
+        self._failing = False
 
     def next_producer_id(self) -> int:
-        if self._next >= self._limit and self.allocate_block is not None:
-            first, last = self.allocate_block(self.block_size)
-            self._next, self._limit = first, last + 1
-        elif self._next >= self._limit:
+        if self.fetch_block is not None:
+            return self._next_from_blocks()
+        if self._next >= self._limit:
             start = self.registry.next_producer_id_block
             self.registry.next_producer_id_block = start + self.block_size
             self.registry.save()
@@ -34,3 +54,40 @@ class ProducerIdManager:
         pid = self._next
         self._next += 1
         return pid
+
+    # --- cluster mode (on the event loop) ---------------------------------------------------------
+    def _next_from_blocks(self) -> int:
+        if self._next >= self._limit:
+            if self._next_block is None:
+                self._maybe_fetch()
+                raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                                 "Producer ID block is full. Waiting for next block")
+            first, last = self._next_block
+            self._next_block = None
+            self._next, self._limit = first, last + 1
+            self._prefetch_at = first + int((last + 1 - first) * PREFETCH_THRESHOLD)
+        pid = self._next
+        self._next += 1
+        if pid == self._prefetch_at:
+            self._maybe_fetch()
+        return pid
+
+    def _maybe_fetch(self) -> None:
+        if self._next_block is not None or self._fetching is not None or time.monotonic() < self._retry_after:
+            return
+        self._fetching = asyncio.get_running_loop().create_task(self._fetch())
+
+    async def _fetch(self) -> None:
+        try:
+            self._next_block = await self.fetch_block(self.block_size)
+            if self._failing:
+                log.info("producer id blocks can be allocated again")
+                self._failing = False
+        except Exception as exc:
+            self._retry_after = time.monotonic() + RETRY_BACKOFF_S
+            # one line when the trouble starts, not one for every InitProducerId meanwhile
+            if not self._failing:
+                log.warning("could not allocate a producer id block: %s", exc)
+                self._failing = True
+        finally:
+            self._fetching = None

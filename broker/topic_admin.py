@@ -4,11 +4,16 @@ of those defaults to every partition. CreateTopics, DeleteTopics, CreatePartitio
 config APIs and Metadata's auto-creation call it; it changes the topic registry (the
 metadata document) and the LogManager together, all or nothing.
 
-In cluster mode (``cluster`` set) the changes are written to ZooKeeper instead, and every
-broker, this one included, applies them from there."""
+In cluster mode (``cluster`` set) the changes are written to ZooKeeper instead, off the
+event loop (the writes are coroutines), and every broker, this one included, applies them
+from there. The creations a request only triggers (Metadata's auto-creation, the
+coordinators' internal topics) then run in the background, as Kafka's
+AutoTopicCreationManager's: the request is answered LEADER_NOT_AVAILABLE or
+COORDINATOR_NOT_AVAILABLE meanwhile, and the client asks again."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -44,6 +49,8 @@ class TopicAdmin:
         self.internal_topic_creators: dict[str, Callable[[], None]] = {}
         #: cluster mode: the broker's ClusterNode (topics live in ZooKeeper)
         self.cluster = None
+        #: cluster mode: creations running in the background, by topic
+        self._creating: dict[str, asyncio.Task] = {}
 
     # --- configs ------------------------------------------------------------------------------
     def base_log_config(self) -> LogConfig:
@@ -64,23 +71,69 @@ class TopicAdmin:
         for info in self.registry.topics.values():
             self.logs.update_config(info.name, self.topic_log_config(info))
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
         info = self._existing(name, f"Topic {name} does not exist.")
         cfg = self.validate_topic_configs(configs)
         if validate_only:
             return
         if self.cluster is not None:
-            self.cluster.set_topic_configs(name, dict(configs))
+            await self.cluster.set_topic_configs(name, dict(configs))
             return
         info.configs = dict(configs)
         self.registry.save()
         self.logs.update_config(name, cfg)
 
     # --- topics -------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     *, validate_only: bool = False, replication_factor: int | None = None,
-                     assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                           *, validate_only: bool = False, replication_factor: int | None = None,
+                           assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
         configs = dict(configs or {})
+        cfg, rf = self._check_new_topic(name, partitions, configs, replication_factor, assignment)
+        if validate_only:
+            return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
+        if self.cluster is not None:
+            return await self._create_in_cluster(name, partitions, rf, configs, assignment)
+        return self._create_local(name, partitions, configs, cfg)
+
+    def ensure_created(self, name: str, partitions: int, configs: dict[str, str] | None = None, *,
+                       replication_factor: int | None = None) -> TopicInfo | None:
+        """The topic, created if missing: at once in single-node mode; in cluster mode the
+        ZooKeeper write starts in the background and None is returned until the topic is
+        there (``being_created`` says whether a creation is under way). Raises KafkaError
+        when the topic cannot be created at all."""
+        info = self.registry.get(name)
+        if info is not None:
+            return info
+        configs = dict(configs or {})
+        cfg, rf = self._check_new_topic(name, partitions, configs, replication_factor, None)
+        if self.cluster is None:
+            return self._create_local(name, partitions, configs, cfg)
+        if name not in self._creating:
+            task = asyncio.get_running_loop().create_task(self._create_in_background(name, partitions, rf, configs))
+            self._creating[name] = task
+            task.add_done_callback(lambda _t: self._creating.pop(name, None))
+        return None
+
+    def being_created(self, name: str) -> bool:
+        return name in self._creating
+
+    async def _create_in_background(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        try:
+            await self._create_in_cluster(name, partitions, rf, configs, None)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.topic_already_exists:  # another broker was first: fine
+                log.info("creating topic %s failed: %s", name, exc.message or exc.error_code.name)
+
+    async def _create_in_cluster(self, name: str, partitions: int, rf: int, configs: dict[str, str],
+                                 assignment: dict[int, tuple[int, ...]] | None) -> TopicInfo:
+        info = await self.cluster.create_topic(name, partitions, rf, configs, assignment)
+        log.info("created topic %s with %d partitions, replication factor %d (id %s)", name, partitions, rf,
+                 info.topic_id)
+        return info
+
+    def _check_new_topic(self, name: str, partitions: int, configs: dict[str, str], replication_factor: int | None,
+                         assignment: dict[int, tuple[int, ...]] | None) -> tuple[LogConfig, int]:
+        """CreateTopics' checks of a new topic: its config and replication factor."""
         if name in self.registry.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         err = topic_name_error(name)
@@ -91,13 +144,9 @@ class TopicAdmin:
         cfg = self.validate_topic_configs(configs)
         rf = self.config["default.replication.factor"] if replication_factor is None else replication_factor
         self.check_replication_factor(rf, assignment)
-        if validate_only:
-            return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
-        if self.cluster is not None:
-            info = self.cluster.create_topic(name, partitions, rf, configs, assignment)
-            log.info("created topic %s with %d partitions, replication factor %d (id %s)", name, partitions, rf,
-                     info.topic_id)
-            return info
+        return cfg, rf
+
+    def _create_local(self, name: str, partitions: int, configs: dict[str, str], cfg: LogConfig) -> TopicInfo:
         info = self.registry.add(name, partitions, configs)
         try:
             for p in range(partitions):
@@ -111,14 +160,14 @@ class TopicAdmin:
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
         return info
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str) -> TopicInfo:
         info = self._existing(name, "This server does not host this topic-partition.")
         if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
         if self.cluster is not None:
-            self.cluster.delete_topic(name)
+            await self.cluster.delete_topic(name)
             log.info("deleted topic %s", name)
             return info
         self.registry.remove(name)
@@ -127,7 +176,7 @@ class TopicAdmin:
         log.info("deleted topic %s", name)
         return info
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    async def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
         info = self._existing(name, f"The topic '{name}' does not exist.")
         if count <= info.partitions:
             raise KafkaError(ErrorCode.invalid_partitions,
@@ -136,7 +185,7 @@ class TopicAdmin:
         if validate_only:
             return
         if self.cluster is not None:
-            self.cluster.add_partitions(name, count, info.partitions)
+            await self.cluster.add_partitions(name, count, info.partitions)
             return
         cfg = self.topic_log_config(info)
         for p in range(info.partitions, count):
@@ -170,7 +219,8 @@ class TopicAdmin:
                                  f"Unknown broker in replica assignment {list(a.broker_ids)}")
 
     def auto_create(self, name: str) -> TopicInfo | None:
-        """Metadata-triggered auto creation (auto.create.topics.enable)."""
+        """Metadata-triggered auto creation (auto.create.topics.enable); None while the
+        topic is not there (in cluster mode, also while ``being_created``)."""
         if name in INTERNAL_TOPICS:
             creator = self.internal_topic_creators.get(name)
             if creator is None:
@@ -180,7 +230,7 @@ class TopicAdmin:
         if not self.config["auto.create.topics.enable"]:
             return None
         try:
-            return self.create_topic(name, self.config["num.partitions"])
+            return self.ensure_created(name, self.config["num.partitions"])
         except KafkaError as exc:
             log.info("auto-creating topic %s failed: %s", name, exc.message or exc.error_code.name)
             return None

@@ -19,6 +19,7 @@ from kazoo.protocol.states import EventType
 from ..config import ConfigError
 from ..endpoints import Listener
 from . import zk_layout as zk
+from .zk_calls import ZK_FAILURES, describe
 
 log = logging.getLogger("krait.cluster")
 
@@ -33,8 +34,13 @@ class ZkMembership:
         self.inter_broker_listener = inter_broker_listener or advertised[0].name
         self.connection_timeout_ms = connection_timeout_ms
         self.on_change = on_change
-        # Kazoo takes the chroot from the connect string (host:port,host:port/chroot), as Kafka does
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        # Kazoo takes the chroot from the connect string (host:port,host:port/chroot), as Kafka does.
+        # Its default reconnection backoff doubles up to an hour, so a broker would find a
+        # restarted ZooKeeper minutes late, its session long expired; ZooKeeper's own client
+        # tries again within a second.
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+                              connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+                              command_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
         hosts, slash, chroot = connect.partition("/")
         self._hosts, self._chroot = hosts, (slash + chroot).rstrip("/")
         #: the elected controller's broker id (None: none elected) and its epoch
@@ -47,6 +53,7 @@ class ZkMembership:
         #: bumped whenever the brokers or the controller change (the Metadata cache key)
         self.version = 0
         self._lost = False
+        self._suspended = False
         self._stopped = False
 
     @property
@@ -147,6 +154,8 @@ class ZkMembership:
                 reg = zk.decode_broker(self.zk.get(f"{zk.BROKER_IDS}/{child}")[0])
             except NoNodeError:
                 continue  # gone between the listing and the read
+            except ZK_FAILURES:
+                return True  # ZooKeeper went away: the last view stands; reconnecting lists again
             endpoints[int(child)] = zk.all_endpoints(reg)
             endpoint = endpoints[int(child)].get(listener)
             if endpoint is not None:
@@ -205,30 +214,53 @@ class ZkMembership:
             self.controller_id = None
             if event is not None and event.type == EventType.DELETED:
                 # the controller's session ended: run for it (on kazoo's thread, not in the watch)
-                self.zk.handler.spawn(self._elect)
+                self.zk.handler.spawn(self._rejoin_election)
                 return False  # _elect sets a new watch
         else:
             self.controller_id = zk.decode_controller(data)
             try:
                 self.controller_epoch = zk.decode_controller_epoch(self.zk.get(zk.CONTROLLER_EPOCH)[0])
-            except NoNodeError:
-                pass
+            except (NoNodeError, *ZK_FAILURES):
+                pass  # the epoch is read again with the next change, or on reconnection
         self._changed()
         return True
 
     # --- session ------------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:
+        if self._stopped:
+            return
         if state == KazooState.LOST:
             self._lost = True
             self.controller_id = None
             log.warning("ZooKeeper session lost: registering again when reconnected")
-        elif state == KazooState.CONNECTED and self._lost and not self._stopped:
-            self._lost = False
-            self.zk.handler.spawn(self._rejoin)
+        elif state == KazooState.SUSPENDED:
+            self._suspended = True
+            log.warning("ZooKeeper connection lost; serving with the metadata last read, reconnecting")
+        elif state == KazooState.CONNECTED:
+            if self._suspended or self._lost:
+                log.info("ZooKeeper connection re-established%s", " (new session)" if self._lost else "")
+            self._suspended = False
+            if self._lost:
+                self._lost = False
+                self.zk.handler.spawn(self._rejoin)
+
+    def _rejoin_election(self) -> None:
+        """_elect after the controller left, until it gets through: ZooKeeper going away
+        meanwhile must not leave this broker without a watch on /controller."""
+        while not self._stopped and not self._lost:  # a new session rejoins the election itself
+            try:
+                self._elect()
+                return
+            except ZK_FAILURES as exc:
+                log.warning("running for controller failed (%s); trying again", describe(exc))
+                time.sleep(1)
 
     def _rejoin(self) -> None:
         try:
             self._register()
             self._elect()
+        except ZK_FAILURES as exc:  # gone again: the next reconnection rejoins
+            self._lost = True
+            log.warning("re-registering in ZooKeeper failed: %s", describe(exc))
         except Exception:
             log.exception("re-registering in ZooKeeper failed")

@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import PartitionLog
@@ -33,11 +34,13 @@ from .controller import Controller
 from .election import PartitionState
 from .membership import ZkMembership
 from .reassignment import Reassignments
+from .zk_calls import off_loop
 from .zk_metadata import TopicExistsError, ZkMetadata
 
 log = logging.getLogger("krait.cluster")
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 class ClusterNode:
@@ -100,6 +103,7 @@ class ClusterNode:
         deadline = time.monotonic() + timeout
         # stop following first: a follower still fetching would be taken back into the
         # ISRs it is about to leave
+        self.shutting_down = True
         self.fetchers.stop()
         while time.monotonic() < deadline and self.metadata is not None:
             md = self.metadata
@@ -109,7 +113,6 @@ class ClusterNode:
             if not changes:
                 return
             if not self.membership.connected:
-        self.shutting_down = True
                 log.warning("controlled shutdown skipped: ZooKeeper is not reachable")
                 return
             log.info("controlled shutdown: moving %d partitions off broker %d", len(changes), self.broker_id)
@@ -256,21 +259,19 @@ class ClusterNode:
         return state
 
     # --- admin writes -----------------------------------------------------------------------------
-    def _require_zookeeper(self, error: ErrorCode = ErrorCode.request_timed_out) -> None:
-        """Admin writes run on the event loop (they are rare and take a millisecond); with
-        the ZooKeeper connection down they would block it, so they fail at once instead,
-        with a retriable error, as Kafka's time out."""
-        if self.metadata is None or not self.membership.connected:
-            raise KafkaError(error, "ZooKeeper is not reachable; retry later")
+    async def _zk(self, fn: Callable[..., T], *args: object, error: ErrorCode = ErrorCode.request_timed_out) -> T:
+        """An admin write, off the event loop (zk_calls.off_loop). While ZooKeeper is
+        unreachable it fails with a retriable error: REQUEST_TIMED_OUT, what a client of
+        Kafka's ZooKeeper mode sees, its request waiting until ZooKeeper is back."""
+        return await off_loop(self.membership.zk, error, fn, *args)
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.membership.brokers)
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                     assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                           assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
         """Assign replicas (Kafka's rack-unaware spread) unless given, and write the topic,
         its configs and every partition's first state in one ZooKeeper transaction."""
-        self._require_zookeeper()
         live = self.live_broker_ids()
         if assignment is None:
             try:
@@ -286,34 +287,34 @@ class ClusterNode:
         states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
         topic_id = zk_layout.random_topic_id()
         try:
-            self.metadata.create_topic(name, topic_id, assignment, configs, states)
+            await self._zk(self.metadata.create_topic, name, topic_id, assignment, configs, states)
         except TopicExistsError:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
         self.sync()
         info = self.registry.get(name)
         return info if info is not None else TopicInfo(name, topic_id, partitions, dict(configs))
 
-    def add_partitions(self, name: str, count: int, current: int) -> None:
-        self._require_zookeeper()
+    async def add_partitions(self, name: str, count: int, current: int) -> None:
+        meta = self.metadata.topics.get(name)
+        if meta is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
         live = self.live_broker_ids()
-        rf = len(next(iter(self.metadata.topics[name].assignment.values()), ())) or 1
+        rf = len(next(iter(meta.assignment.values()), ())) or 1
         try:
             assignment = election.assign_replicas(live, count - current, rf, start_partition=current)
         except ValueError as exc:
             raise KafkaError(ErrorCode.invalid_replication_factor, str(exc)) from None
         epoch = self.membership.controller_epoch
         states = {p: PartitionState(r[0], 0, tuple(r), epoch) for p, r in assignment.items()}
-        self.metadata.add_partitions(name, assignment, states)
+        await self._zk(self.metadata.add_partitions, name, assignment, states)
         self.sync()
 
-    def delete_topic(self, name: str) -> None:
-        self._require_zookeeper()
-        self.metadata.delete_topic(name)
+    async def delete_topic(self, name: str) -> None:
+        await self._zk(self.metadata.delete_topic, name)
         self.sync()
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._require_zookeeper()
-        self.metadata.set_topic_configs(name, configs)
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self._zk(self.metadata.set_topic_configs, name, configs)
         self.sync()
 
     # --- elections ----------------------------------------------------------------------------------
@@ -405,6 +406,8 @@ class ClusterNode:
     def is_controller(self) -> bool:
         return self.membership.controller_id == self.broker_id
 
-    def allocate_producer_ids(self, block_size: int) -> tuple[int, int]:
-        self._require_zookeeper(ErrorCode.coordinator_not_available)
-        return self.metadata.allocate_producer_id_block(self.broker_id, block_size)
+    async def allocate_producer_ids(self, block_size: int) -> tuple[int, int]:
+        """A block for the ProducerIdManager, which answers COORDINATOR_LOAD_IN_PROGRESS
+        while it has none (Kafka's RPCProducerIdManager)."""
+        return await self._zk(self.metadata.allocate_producer_id_block, self.broker_id, block_size,
+                              error=ErrorCode.coordinator_load_in_progress)

@@ -18,6 +18,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from . import election
 from .election import PartitionState
+from .zk_calls import off_loop
 from .zk_metadata import ZkMetadata
 
 log = logging.getLogger("krait.reassignment")
@@ -62,7 +63,7 @@ class Reassignments:
         self._tasks: set[asyncio.Task] = set()
 
     async def _zk(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        return await off_loop(self._md().zk, ErrorCode.request_timed_out, fn, *args)
 
     # --- AlterPartitionReassignments -----------------------------------------------------------
     async def alter(self, topic: str, partition: int, replicas: list[int] | None) -> None:
@@ -112,9 +113,15 @@ class Reassignments:
             if tp in self._inflight or st is None or not all(x in st.isr for x in r.target):
                 continue
             self._inflight.add(tp)
-            task = asyncio.ensure_future(self._finish(tp, r.target, cancelled=False))
+            task = asyncio.ensure_future(self._complete(tp, r.target))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _complete(self, tp: TopicPartition, target: tuple[int, ...]) -> None:
+        try:
+            await self._finish(tp, target, cancelled=False)
+        except KafkaError as exc:  # ZooKeeper unreachable: a later pass completes it
+            log.warning("%s-%d: completing the reassignment failed: %s", tp[0], tp[1], exc)
 
     async def _finish(self, tp: TopicPartition, final: tuple[int, ...], *, cancelled: bool) -> None:
         """Leadership and ISR into ``final`` (epoch + 1 when they change), then the topic

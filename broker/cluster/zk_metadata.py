@@ -25,12 +25,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from protocol.errors import CodedError, ErrorCode, KafkaError
 
 from . import zk_layout as zk
 from .election import InvalidPartitionsError, PartitionState
+from .zk_calls import ZK_FAILURES, describe
+from .zk_calls import multi_failure as _failure
 
 log = logging.getLogger("krait.cluster")
 
@@ -72,14 +74,6 @@ class TopicMeta:
 
 def _conflicts(topic: str) -> KafkaError:
     return KafkaError(ErrorCode.unknown_server_error, f"Topic '{topic}': too many conflicting writes, try again")
-
-
-def _failure(results: list) -> Exception | None:
-    """The operation that failed a multi (the others report RolledBack/RuntimeInconsistency)."""
-    for r in results:
-        if isinstance(r, Exception) and not isinstance(r, RolledBackError | RuntimeInconsistency):
-            return r
-    return None
 
 
 class ZkMetadata:
@@ -292,6 +286,9 @@ class ZkMetadata:
                 return False
             try:
                 keep = fn(data, stat)
+            except ZK_FAILURES as exc:  # gone mid-read: the watch reads again on reconnection
+                log.warning("could not read ZooKeeper node %s: %s", path, describe(exc))
+                return True
             except Exception:
                 log.exception("could not apply ZooKeeper node %s", path)
                 return True

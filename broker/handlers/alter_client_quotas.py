@@ -113,7 +113,7 @@ def plan(entries: Any) -> list[tuple[Any, KafkaError | None, str | None, dict[st
 
 
 @handles(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
-def alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     resp = apis.response_type(ApiKey.ALTER_CLIENT_QUOTAS, ctx.version)
 
     def entity_out(entity_data: Any) -> list[dict]:
@@ -131,7 +131,10 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             current = store.entities.get(path, {})
             changed = {k: v for k, v in updates.items() if current.get(k) != v}
             if changed:
-                store.alter_entity(path, changed)
+                try:
+                    await store.alter_entity(path, changed)
+                except KafkaError as exc:  # ZooKeeper unreachable: not applied
+                    error = exc
         results.append({"error_code": ErrorCode.none if error is None else error.error_code,
                         "error_message": None if error is None else error.message,
                         "entity": entity_out(entity_data)})

@@ -20,14 +20,14 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.ALTER_CONFIGS, versions=(0, 2))
-def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.ALTER_CONFIGS, ctx.version)
     if broker.authorizer is None:
-        return make(rtype, throttle_time=0, responses=broker.configs.alter(req, incremental=False))
-    return make(rtype, throttle_time=0, responses=alter_authorized(broker, ctx, req, incremental=False))
+        return make(rtype, throttle_time=0, responses=await broker.configs.alter(req, incremental=False))
+    return make(rtype, throttle_time=0, responses=await alter_authorized(broker, ctx, req, incremental=False))
 
 
-def alter_authorized(broker: Broker, ctx: RequestContext, req: Any, incremental: bool) -> list[dict]:
+async def alter_authorized(broker: Broker, ctx: RequestContext, req: Any, incremental: bool) -> list[dict]:
     """ALTER_CONFIGS on each resource (the cluster for broker resources, else the topic or
     group): refused ones answer the authorization error without a message and are not
     applied; a resource named twice is INVALID_REQUEST whoever asks (Kafka checks that
@@ -42,7 +42,7 @@ def alter_authorized(broker: Broker, ctx: RequestContext, req: Any, incremental:
                 refused[i] = dict(error_code=code, error_message=None, resource_type=r.resource_type,
                                   resource_name=r.resource_name)
     if not refused:
-        return broker.configs.alter(req, incremental=incremental)
+        return await broker.configs.alter(req, incremental=incremental)
     kept = tuple(r for i, r in enumerate(req.resources) if i not in refused)
-    done = iter(broker.configs.alter(access.replace(req, resources=kept), incremental=incremental) if kept else ())
+    done = iter(await broker.configs.alter(access.replace(req, resources=kept), incremental=incremental) if kept else ())
     return [refused[i] if i in refused else next(done) for i in range(len(req.resources))]

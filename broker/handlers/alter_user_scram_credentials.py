@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..security import access
 from ..security.operations import AclOperation
@@ -35,7 +35,7 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str
 
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
-def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     resp_type = apis.response_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.version)
     if not access.authorize_cluster(broker, ctx, AclOperation.ALTER):
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
@@ -74,14 +74,21 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) 
         else:
             upserts[u.name] = u
     results = []
+
+    async def alter(user: str, updates: dict[str, str | None]) -> None:
+        try:
+            await store.alter_entity(entity_path({"user": user}), updates)
+        except KafkaError as exc:  # ZooKeeper unreachable: not applied
+            results.append(dict(user=user, error_code=exc.error_code, error_message=exc.message))
+        else:
+            results.append(dict(user=user, error_code=ErrorCode.none, error_message=None))
+
     for d in deletions.values():
-        store.alter_entity(entity_path({"user": d.name}), {SCRAM_MECHANISM_CODES[d.mechanism]: None})
-        results.append(dict(user=d.name, error_code=ErrorCode.none, error_message=None))
+        await alter(d.name, {SCRAM_MECHANISM_CODES[d.mechanism]: None})
     for u in upserts.values():
         mech = SCRAM_MECHANISM_CODES[u.mechanism]
         cred = ScramCredential.from_salted_password(mech, bytes(u.salt), bytes(u.salted_password), u.iterations)
-        store.alter_entity(entity_path({"user": u.name}), {mech: cred.to_string()})
-        results.append(dict(user=u.name, error_code=ErrorCode.none, error_message=None))
+        await alter(u.name, {mech: cred.to_string()})
     for name, (code, message) in errors.items():
         results.append(dict(user=name, error_code=code, error_message=message))
     return make(resp_type, throttle_time=0, results=results)

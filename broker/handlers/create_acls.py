@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.CREATE_ACLS, versions=(1, 3))
-def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.CREATE_ACLS, ctx.version)
     auth = broker.authorizer
     if auth is None:
@@ -48,10 +48,11 @@ def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     outcome: list = auth.create_acls(bindings)
     if any(e is None for e in outcome):
         try:
-            broker.security_store.set_acls(auth.to_dicts())
+            await broker.security_store.set_acls(auth.to_dicts())
         except KafkaError as exc:
-            # ZooKeeper refused the write (a resource name it cannot hold); the store has put
-            # the authorizer back to what ZooKeeper holds, so the new bindings did not take
+            # ZooKeeper refused the write (a resource name it cannot hold) or is unreachable;
+            # the store has put the authorizer back to what it holds, so the new bindings
+            # that are not there did not take
             outcome = [exc if e is None and b not in auth else e for e, b in zip(outcome, bindings, strict=True)]
     results = [dict(error_code=ErrorCode.none, error_message=None) if e is None else
                dict(error_code=e.error_code, error_message=e.message) for e in outcome]

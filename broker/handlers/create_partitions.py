@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
-def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     allowed = None
     if broker.authorizer is not None:
@@ -35,7 +35,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             continue
         try:
             broker.topics.check_assignments(t.assignments or ())
-            broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            await broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
-def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     default_rf = broker.config["default.replication.factor"]
     may_create = may_describe_configs = None
@@ -63,7 +63,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             configs = {c.name: c.value for c in t.configs}
             if any(v is None for v in configs.values()):
                 raise KafkaError(ErrorCode.invalid_config, "Null value not supported for topic configs")
-            info = broker.topics.create_topic(t.name, partitions, configs, validate_only=req.validate_only,
+            info = await broker.topics.create_topic(t.name, partitions, configs, validate_only=req.validate_only,
                                               replication_factor=rf, assignment=assignment)
             entry.update(num_partitions=partitions, replication_factor=rf,
                          topic_id=None if req.validate_only else info.topic_id,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import apis
 from protocol.apis import ApiKey
 from protocol.build import make
-from protocol.errors import DecodeError, ErrorCode
+from protocol.errors import DecodeError, ErrorCode, KafkaError
 
 from ..security import NO_AUTHORIZER, access
 from ..security.acls import AclBindingFilter
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.DELETE_ACLS, versions=(1, 3))
-def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.DELETE_ACLS, ctx.version)
     auth = broker.authorizer
     if auth is None:
@@ -40,13 +40,24 @@ def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                                            f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]
     outcome = auth.delete_acls(filters)
+    failed: KafkaError | None = None
     if any(isinstance(r, list) and r for r in outcome):
-        broker.security_store.set_acls(auth.to_dicts())
+        try:
+            await broker.security_store.set_acls(auth.to_dicts())
+        except KafkaError as exc:
+            # ZooKeeper is unreachable: the store has put the authorizer back to what it
+            # holds; a binding still there was not deleted (Kafka's AclDeleteResult carries
+            # the error per binding)
+            failed = exc
+
+    def error(b: Any) -> tuple[ErrorCode, str | None]:
+        return (failed.error_code, failed.message) if failed is not None and b in auth else (ErrorCode.none, None)
+
     results = []
     for r in outcome:
         if isinstance(r, list):
             results.append(dict(error_code=ErrorCode.none, error_message=None, matching_acls=[
-                dict(error_code=ErrorCode.none, error_message=None, resource_type=int(b.pattern.resource_type),
+                dict(error_code=error(b)[0], error_message=error(b)[1], resource_type=int(b.pattern.resource_type),
                      resource_name=b.pattern.name, pattern_type=int(b.pattern.pattern_type),
                      principal=b.entry.principal, host=b.entry.host, operation=int(b.entry.operation),
                      permission_type=int(b.entry.permission_type)) for b in r]))

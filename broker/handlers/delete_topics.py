@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.DELETE_TOPICS, versions=(1, 6))
-def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results = []
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -44,7 +44,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
                 if not access.authorize(broker, ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-            info = broker.topics.delete_topic(name)
+            info = await broker.topics.delete_topic(name)
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)

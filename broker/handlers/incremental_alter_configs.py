@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
-def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.version)
     if broker.authorizer is None:
-        return make(rtype, throttle_time=0, responses=broker.configs.alter(req, incremental=True))
-    return make(rtype, throttle_time=0, responses=alter_authorized(broker, ctx, req, incremental=True))
+        return make(rtype, throttle_time=0, responses=await broker.configs.alter(req, incremental=True))
+    return make(rtype, throttle_time=0, responses=await alter_authorized(broker, ctx, req, incremental=True))

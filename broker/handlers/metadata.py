@@ -82,6 +82,12 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return [struct.pack(">i", len(header) + len(body)), header, body]
 
 
+def _missing(broker: Broker, name: str) -> ErrorCode:
+    """A topic not in the registry: LEADER_NOT_AVAILABLE while its auto-creation runs (in
+    cluster mode, in the background), as Kafka answers for a topic it is creating."""
+    return ErrorCode.leader_not_available if broker.topics.being_created(name) else ErrorCode.unknown_topic_or_partition
+
+
 def _include_topic_ops(req) -> bool:
     return bool(getattr(req, "include_topic_authorized_operations", False))
 
@@ -123,7 +129,7 @@ def _build(broker: Broker, ctx: RequestContext, req, version: int, all_topics: b
             if allow_auto:
                 info = broker.topics.auto_create(name)
             if info is None:
-                topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[]))
+                topics.append(dict(error_code=_missing(broker, name), name=name, partitions=[]))
                 continue
         topics.append(_topic_entry(broker, info, ops))
     return make(rtype, throttle_time=0, brokers=brokers(broker, ctx), cluster_id=reg.cluster_id,
@@ -192,7 +198,7 @@ def _build_authorized(broker: Broker, ctx: RequestContext, req, version: int, al
             if allow_auto:
                 info = broker.topics.auto_create(name)
             if info is None:
-                topics.append(dict(error_code=ErrorCode.unknown_topic_or_partition, name=name, partitions=[],
+                topics.append(dict(error_code=_missing(broker, name), name=name, partitions=[],
                                    topic_authorized_operations=access.authorized_operations_bits(
                                        broker, ctx, ResourceType.TOPIC, name, include_ops)))
                 continue

@@ -93,13 +93,14 @@ class SecurityStore:
         return dict(self.entities.get(path, {}))
 
     # --- writing --------------------------------------------------------------------------
-    def set_acls(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Replace the whole ACL set (the authorizer's rows after a Create/DeleteAcls)."""
+    async def set_acls(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the whole ACL set (the authorizer's rows after a Create/DeleteAcls).
+        Writes are coroutines because the ZooKeeper store's wait on ZooKeeper."""
         self.acls = [dict(r) for r in rows]
         self._persist_acls()
         self.changed()
 
-    def alter_entity(self, path: str, updates: Mapping[str, str | None]) -> None:
+    async def alter_entity(self, path: str, updates: Mapping[str, str | None]) -> None:
         """Set (str) or remove (None) keys of one entity's config; an emptied entity goes."""
         parse_entity_path(path)  # refuse malformed paths before writing anything
         cfg = dict(self.entities.get(path, {}))

@@ -1,36 +1,25 @@
 """ZkSecurityStore: the security store of cluster mode, kept in ZooKeeper in Kafka's
-ZooKeeper-mode layout, so that every broker shares one set of ACLs, SCRAM credentials and
-client quotas, and an operator (or a Kafka tool) recognises the nodes:
-
-- entity configs (AdminZkClient / ConfigEntityZNode): ``/config/users/<user>``,
-  ``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>`` (names
-  sanitized, ``<default>`` for the default entity) holding ``{"version":1,"config":{...}}``,
-  each change announced by a sequential ``/config/changes/config_change_<seq>`` holding
-  ``{"version":2,"entity_path":"users/alice"}``; an emptied entity's node goes as
-  AdminZkClient.tryCleanQuotaNodes removes it;
-- ACLs (AclAuthorizer / ZkAclStore / ResourceZNode): ``/kafka-acl/<Type>/<name>`` for
-  LITERAL patterns, ``/kafka-acl-extended/prefixed/<Type>/<name>`` for PREFIXED ones,
-  holding ``{"version":1,"acls":[{"principal":..,"permissionType":"Allow","operation":"Read","host":"*"}]}``,
-  read-modify-written on the znode version, the node deleted with its last ACL; changes
-  announced by ``/kafka-acl-changes/acl_changes_<seq>`` (``TOPIC:name``) and
-  ``/kafka-acl-extended-changes/acl_changes_<seq>`` (ExtendedAclChangeEvent JSON).
+ZooKeeper-mode layout (zk_acl_layout), so that every broker shares one set of ACLs, SCRAM
+credentials and client quotas.
 
 Every broker follows the three notification paths (ZkNodeChangeNotificationListener: the
 notifications after the last one processed, purged once older than 15 minutes), re-reads
 the entity or resource named and hands the result to the event loop, where the view
-(``acls``, ``entities``) changes and ``changed()`` runs. Writes are synchronous kazoo
-calls made by the caller (the event loop), persisted before they return.
+(``acls``, ``entities``) changes and ``changed()`` runs. Writes are coroutines: their
+kazoo calls run off the event loop (cluster.zk_calls), persisted before they return, and
+fail with REQUEST_TIMED_OUT while ZooKeeper is unreachable. A read that fails because
+ZooKeeper went away is logged in one line and done again on reconnection; meanwhile the
+broker keeps the ACLs, credentials and quotas it last read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -41,149 +30,42 @@ from kazoo.exceptions import NoNodeError
 from protocol.errors import ErrorCode, KafkaError
 
 from ..cluster import zk_layout as zk
-from ..cluster.zk_layout import _json as _jackson
-from .acls import AclPermissionType, PatternType, binding_from_dict, binding_to_dict, sorted_bindings
-from .operations import AclOperation, ResourceType
-from .store import DEFAULT_ENTITY, SecurityStore, desanitize, parse_entity_path, sanitize
+from ..cluster.zk_calls import ZK_FAILURES, connected, describe, multi_failure, off_loop
+from .acls import PatternType, binding_from_dict, binding_to_dict, sorted_bindings
+from .operations import ResourceType
+from .store import SecurityStore, parse_entity_path
+from .zk_acl_layout import (
+    ACL_CHANGE_PREFIX,
+    ACL_RESOURCE_TYPES,
+    CHANGE_PREFIXES,
+    CONFIG_CLIENTS,
+    CONFIG_USERS,
+    EXTENDED_ACL_CHANGES,
+    EXTENDED_ACLS,
+    LITERAL_ACL_CHANGES,
+    LITERAL_ACLS,
+    AclEntry,
+    AclKey,
+    acl_node_path,
+    acl_store_path,
+    decode_acl_change,
+    decode_acls,
+    encode_acl_change,
+    encode_acls,
+    entity_znode,
+    enum_name,
+    normalized_name,
+    pascal,
+    sequence_number,
+    storable_name,
+)
 
 log = logging.getLogger("krait.security")
 
-CONFIG_USERS = "/config/users"
-CONFIG_CLIENTS = "/config/clients"
-#: ZkAclStore: LITERAL patterns here, other specific patterns under EXTENDED_ACLS/<pattern>
-LITERAL_ACLS = "/kafka-acl"
-EXTENDED_ACLS = "/kafka-acl-extended"
-LITERAL_ACL_CHANGES = "/kafka-acl-changes"
-EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
-#: ZkAclChangeStore.SequenceNumberPrefix
-ACL_CHANGE_PREFIX = "acl_changes_"
 #: ZkNodeChangeNotificationListener.changeExpirationMs
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 #: AclAuthorizer.maxUpdateRetries: conditional writes that lost a race are retried this often
 UPDATE_RETRIES = 10
-#: AclEntry.RESOURCE_TYPES: every concrete type has a directory (KafkaZkClient.createAclPaths)
-ACL_RESOURCE_TYPES = tuple(t for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY))
-_CHANGE_PREFIXES = {zk.CONFIG_CHANGES: zk.CONFIG_CHANGE_PREFIX, LITERAL_ACL_CHANGES: ACL_CHANGE_PREFIX,
-                    EXTENDED_ACL_CHANGES: ACL_CHANGE_PREFIX}
-#: characters ZooKeeper's PathUtils.validatePath refuses (Java sees astral characters as
-#: surrogate pairs, which it refuses too)
-_BAD_PATH_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
-
-#: (resource type, name, pattern type) with the enum names of acls.binding_to_dict
-AclKey = tuple[str, str, str]
-#: (principal, host, operation, permission type), enum names as in binding_to_dict
-AclEntry = tuple[str, str, str, str]
-
-
-# --- Kafka's names and JSON ---------------------------------------------------------------------
-def pascal(enum_name: str) -> str:
-    """SecurityUtils.toPascalCase: TRANSACTIONAL_ID -> TransactionalId."""
-    return "".join(part.capitalize() for part in enum_name.split("_") if part)
-
-
-def _enum_name(enum: type, text: str) -> str:
-    """The member name for any of Kafka's spellings (Topic, TOPIC, TransactionalId)."""
-    key = text.replace("_", "").upper()
-    for member in enum:
-        if member.name.replace("_", "") == key:
-            return member.name
-    raise ValueError(f"unknown {enum.__name__} {text!r}")
-
-
-def acl_store_path(pattern_type: str) -> str:
-    """ZkAclStore.aclPath: /kafka-acl, or /kafka-acl-extended/<pattern type lower-cased>."""
-    return LITERAL_ACLS if pattern_type == "LITERAL" else f"{EXTENDED_ACLS}/{pattern_type.lower()}"
-
-
-def acl_node_path(key: AclKey) -> str:
-    """ResourceZNode.path: ``/kafka-acl/Topic/orders``, ``/kafka-acl-extended/prefixed/Group/app-``
-    (the name is not sanitized, as in Kafka)."""
-    resource_type, name, pattern_type = key
-    return f"{acl_store_path(pattern_type)}/{pascal(resource_type)}/{name}"
-
-
-def storable_name(name: str) -> bool:
-    """Whether ZooKeeper accepts the resource name as the last element(s) of a path: Kafka
-    writes a name with '/' as nested znodes, which works unless an element is empty, '.'
-    or '..'."""
-    return bool(name) and not _BAD_PATH_CHARS.search(name) and all(
-        part not in ("", ".", "..") for part in name.split("/"))
-
-
-def encode_acls(entries: Iterable[AclEntry]) -> bytes:
-    """ResourceZNode.encode (AclEntry.toJsonCompatibleMap), entries in a stable order."""
-    return _jackson({"version": 1, "acls": [
-        {"principal": p, "permissionType": pascal(perm), "operation": pascal(op), "host": host}
-        for p, host, op, perm in sorted(entries)]})
-
-
-def decode_acls(data: bytes | None, path: str = "") -> frozenset[AclEntry]:
-    """ResourceZNode.decode (AclEntry.fromBytes): version 1 only; names in any of Kafka's
-    spellings. What cannot be read is left out (and logged)."""
-    try:
-        doc = json.loads(data) if data else {"version": 1}
-        if int(doc.get("version", -1)) != 1:
-            raise ValueError(f"unsupported ACL node version {doc.get('version')!r}")
-    except ValueError as exc:
-        log.warning("ignoring the ACLs of %s: %s", path, exc)
-        return frozenset()
-    out = set()
-    for item in doc.get("acls") or []:
-        try:
-            if ":" not in str(item["principal"]):
-                raise ValueError(f"expected a string in format principalType:principalName but got {item['principal']}")
-            out.add((str(item["principal"]), str(item["host"]), _enum_name(AclOperation, item["operation"]),
-                     _enum_name(AclPermissionType, item["permissionType"])))
-        except (KeyError, ValueError, TypeError) as exc:
-            log.warning("ignoring an unreadable ACL entry %r: %s", item, exc)
-    return frozenset(out)
-
-
-def encode_acl_change(key: AclKey) -> bytes:
-    """LiteralAclChangeStore: ``TOPIC:name`` (ResourceType.toString, the enum name);
-    ExtendedAclChangeStore: ExtendedAclChangeEvent, version 1."""
-    resource_type, name, pattern_type = key
-    if pattern_type == "LITERAL":
-        return f"{resource_type}:{name}".encode()
-    return _jackson({"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type})
-
-
-def decode_acl_change(root: str, data: bytes) -> AclKey:
-    """The resource a change notification names (the decoders of ZkAclChangeStore)."""
-    if root == LITERAL_ACL_CHANGES:
-        resource_type, sep, name = data.decode().partition(":")
-        if not sep:
-            raise ValueError(f"expected a string in format ResourceType:ResourceName but got {data.decode()}")
-        return _enum_name(ResourceType, resource_type), name, "LITERAL"
-    doc = json.loads(data)
-    if int(doc["version"]) > 1:
-        raise ValueError(f"Acl change event received for unsupported version: {doc['version']}")
-    return (_enum_name(ResourceType, doc["resourceType"]), str(doc["name"]),
-            _enum_name(PatternType, doc["patternType"]))
-
-
-def entity_znode(path: str) -> str:
-    """ConfigEntityZNode.path of an entity path: users/alice -> /config/users/alice."""
-    return f"/config/{path}"
-
-
-def _normalized(name: str) -> str:
-    """store.sanitize's spelling of a znode's name (Kafka's Sanitizer escapes '~' too)."""
-    return name if name == DEFAULT_ENTITY else sanitize(desanitize(name))
-
-
-def _sequence(child: str, prefix: str) -> int | None:
-    digits = child[len(prefix):]
-    return int(digits) if child.startswith(prefix) and digits.isdigit() else None
-
-
-def _failure(results: list) -> Exception | None:
-    """The operation that failed a multi (the others report RolledBack/RuntimeInconsistency)."""
-    for r in results:
-        if isinstance(r, Exception) and not isinstance(r, kze.RolledBackError | kze.RuntimeInconsistency):
-            return r
-    return None
-
 
 #: a lost race in a conditional multi: re-read and retry
 _RACES = (kze.BadVersionError, kze.NodeExistsError, NoNodeError, kze.NotEmptyError)
@@ -223,11 +105,15 @@ class ZkSecurityStore(SecurityStore):
         # the order they were made; the loop applies them unless a local write came between.
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="krait-zk-security")
         self._writes = 0
+        #: writes waiting for ZooKeeper, and the reads to do again once they are done
+        self._writing = 0
+        self._deferred: list[tuple[Callable[..., None], tuple]] = []
         self._last_seq: dict[str, int] = {}
-        self._ctimes: dict[str, dict[str, int]] = {root: {} for root in _CHANGE_PREFIXES}
+        self._ctimes: dict[str, dict[str, int]] = {root: {} for root in CHANGE_PREFIXES}
         self._watching = False
         self._stopped = False
         self._resync = False
+        self._failing = False
 
     # --- start / stop -------------------------------------------------------------------------
     def load(self) -> None:
@@ -238,14 +124,14 @@ class ZkSecurityStore(SecurityStore):
         for pattern_type in ("LITERAL", "PREFIXED"):
             for resource_type in ACL_RESOURCE_TYPES:
                 self.zk.ensure_path(f"{acl_store_path(pattern_type)}/{pascal(resource_type.name)}")
-        for root, prefix in _CHANGE_PREFIXES.items():
-            seqs = (_sequence(c, prefix) for c in self.zk.get_children(root))
+        for root, prefix in CHANGE_PREFIXES.items():
+            seqs = (sequence_number(c, prefix) for c in self.zk.get_children(root))
             self._last_seq[root] = max((s for s in seqs if s is not None), default=-1)
         acls, entities = self._read_all()
         self.acls, self.entities = _rows(acls), entities
         if not self._watching:
             self._watching = True
-            for root in _CHANGE_PREFIXES:
+            for root in CHANGE_PREFIXES:
                 self.zk.ChildrenWatch(root, partial(self._on_notifications, root))
             self.zk.add_listener(self._on_state)
 
@@ -256,7 +142,7 @@ class ZkSecurityStore(SecurityStore):
         self._worker.shutdown(wait=False, cancel_futures=True)
 
     # --- writing --------------------------------------------------------------------------------
-    def set_acls(self, rows: Iterable[Mapping[str, Any]]) -> None:
+    async def set_acls(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Persist the difference between the view and ``rows`` (the authorizer's bindings
         after a Create/DeleteAcls), resource by resource as AclAuthorizer.updateResourceAcls:
         the ACLs added and removed are applied to what the znode holds now, conditional on
@@ -271,14 +157,37 @@ class ZkSecurityStore(SecurityStore):
                                  f"The resource name {key[1]!r} cannot be stored in ZooKeeper.")
         written: dict[AclKey, frozenset[AclEntry]] = {}
         try:
-            for key in keys:
-                added = new.get(key, frozenset()) - old.get(key, frozenset())
-                removed = old.get(key, frozenset()) - new.get(key, frozenset())
-                written[key] = self._update_resource(key, added, removed)
+            with self._writing_view():
+                for key in keys:
+                    added = new.get(key, frozenset()) - old.get(key, frozenset())
+                    removed = old.get(key, frozenset()) - new.get(key, frozenset())
+                    written[key] = await off_loop(self.zk, ErrorCode.request_timed_out, self._update_resource, key,
+                                                  added, removed)
         finally:
-            self._writes += 1
             self._merge_acls(written)
             self.changed()
+
+    @contextmanager
+    def _writing_view(self) -> Iterator[None]:
+        """Around a write: reads of ZooKeeper that reach the loop meanwhile may predate it
+        (the loop runs on while the write waits for ZooKeeper), so they are done again
+        after it."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            self._writes += 1
+            if not self._writing:
+                deferred, self._deferred = self._deferred, []
+                for fn, args in deferred:
+                    self._submit(fn, *args)
+
+    def _after_writes(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._writing:
+            self._deferred.append((fn, args))
+        else:
+            self._submit(fn, *args)
 
     def _update_resource(self, key: AclKey, added: frozenset[AclEntry], removed: frozenset[AclEntry]) -> frozenset[AclEntry]:
         path = acl_node_path(key)
@@ -303,7 +212,7 @@ class ZkSecurityStore(SecurityStore):
                 tx.delete(path, version=stat.version)
             root = LITERAL_ACL_CHANGES if key[2] == "LITERAL" else EXTENDED_ACL_CHANGES
             tx.create(f"{root}/{ACL_CHANGE_PREFIX}", encode_acl_change(key), sequence=True)
-            err = _failure(tx.commit())
+            err = multi_failure(tx.commit())
             if err is None:
                 log.info("Updated ACLs for %s %s %s: %d entries", *key, len(target))
                 return target
@@ -313,11 +222,20 @@ class ZkSecurityStore(SecurityStore):
                          f"{key[0]}, name={key[1]}, patternType={key[2]}) after trying a maximum of "
                          f"{UPDATE_RETRIES} times")
 
-    def alter_entity(self, path: str, updates: Mapping[str, str | None]) -> None:
+    async def alter_entity(self, path: str, updates: Mapping[str, str | None]) -> None:
         """Set (str) or remove (None) keys of one entity's config node, conditional on its
         version, with a config change notification in the same transaction (AdminZkClient.
         changeEntityConfig); an emptied node without children goes, with the parents it
         leaves empty (tryCleanQuotaNodes)."""
+        with self._writing_view():
+            cfg = await off_loop(self.zk, ErrorCode.request_timed_out, self._write_entity, path, updates)
+        if cfg:
+            self.entities[path] = cfg
+        else:
+            self.entities.pop(path, None)
+        self.changed()
+
+    def _write_entity(self, path: str, updates: Mapping[str, str | None]) -> dict[str, str]:
         entity = parse_entity_path(path)
         znode = entity_znode(path)
         for _ in range(UPDATE_RETRIES + 1):
@@ -342,19 +260,12 @@ class ZkSecurityStore(SecurityStore):
                 if len(entity) == 2:
                     self._clean_user_parents(tx, znode)
             tx.create(zk.config_change_path(), zk.encode_config_change(path), sequence=True)
-            err = _failure(tx.commit())
+            err = multi_failure(tx.commit())
             if err is None:
-                break
+                return cfg
             if not isinstance(err, _RACES):
                 raise err
-        else:
-            raise KafkaError(ErrorCode.unknown_server_error, f"too many conflicting writes to {znode}, try again")
-        self._writes += 1
-        if cfg:
-            self.entities[path] = cfg
-        else:
-            self.entities.pop(path, None)
-        self.changed()
+        raise KafkaError(ErrorCode.unknown_server_error, f"too many conflicting writes to {znode}, try again")
 
     def _clean_user_parents(self, tx, znode: str) -> None:
         """tryCleanQuotaNodes for <user, client-id>: the clients node goes when this client
@@ -377,7 +288,7 @@ class ZkSecurityStore(SecurityStore):
         entities: dict[str, dict[str, str]] = {}
         for root, segment in ((CONFIG_USERS, "users"), (CONFIG_CLIENTS, "clients")):
             for name in self._children(root):
-                path = f"{segment}/{_normalized(name)}"
+                path = f"{segment}/{normalized_name(name)}"
                 cfg = self._read_config(f"{root}/{name}")
                 if cfg:
                     entities[path] = cfg
@@ -385,18 +296,18 @@ class ZkSecurityStore(SecurityStore):
                     for client in self._children(f"{root}/{name}/clients"):
                         cfg = self._read_config(f"{root}/{name}/clients/{client}")
                         if cfg:
-                            entities[f"{path}/clients/{_normalized(client)}"] = cfg
+                            entities[f"{path}/clients/{normalized_name(client)}"] = cfg
         acls: dict[AclKey, frozenset[AclEntry]] = {}
         stores = [(LITERAL_ACLS, "LITERAL")]
         for pattern_dir in self._children(EXTENDED_ACLS):
             try:
-                stores.append((f"{EXTENDED_ACLS}/{pattern_dir}", _enum_name(PatternType, pattern_dir)))
+                stores.append((f"{EXTENDED_ACLS}/{pattern_dir}", enum_name(PatternType, pattern_dir)))
             except ValueError:
                 log.warning("ignoring %s/%s: not a pattern type", EXTENDED_ACLS, pattern_dir)
         for base, pattern_type in stores:
             for type_dir in self._children(base):
                 try:
-                    resource_type = _enum_name(ResourceType, type_dir)
+                    resource_type = enum_name(ResourceType, type_dir)
                 except ValueError:
                     log.warning("ignoring %s/%s: not a resource type", base, type_dir)
                     continue
@@ -469,6 +380,17 @@ class ZkSecurityStore(SecurityStore):
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             fn(*args)
+        except ZK_FAILURES as exc:
+            if self._stopped:
+                return
+            if not self._failing:  # one line per outage, not one per notification
+                self._failing = True
+                log.warning("reading the security metadata from ZooKeeper failed (%s); keeping the ACLs, "
+                            "credentials and quotas last read, reloading when ZooKeeper is back", describe(exc))
+            self._resync = True
+            if connected(self.zk):  # back already: no state change will ask for the reload
+                time.sleep(1)
+                self._on_state(KazooState.CONNECTED)
         except Exception:
             if not self._stopped:
                 log.exception("reading the security metadata from ZooKeeper failed; reloading on reconnection")
@@ -477,12 +399,12 @@ class ZkSecurityStore(SecurityStore):
     def _process_notifications(self, root: str, children: list[str]) -> None:
         """ZkNodeChangeNotificationListener.processNotifications: each notification after the
         last one processed names an entity or resource to re-read; then the purge."""
-        prefix = _CHANGE_PREFIXES[root]
+        prefix = CHANGE_PREFIXES[root]
         last = self._last_seq.get(root, -1)
         ctimes = self._ctimes[root]
         acl_keys: set[AclKey] = set()
         paths: set[str] = set()
-        numbered = sorted((s, c) for c in children if (s := _sequence(c, prefix)) is not None)
+        numbered = sorted((s, c) for c in children if (s := sequence_number(c, prefix)) is not None)
         for seq, child in numbered:
             if seq <= last:
                 continue
@@ -534,13 +456,16 @@ class ZkSecurityStore(SecurityStore):
         entities = {}
         for path in paths:  # as the notification spells it: the znode's own name
             elems = path.split("/")
-            normalized = "/".join(e if i % 2 == 0 else _normalized(e) for i, e in enumerate(elems))
+            normalized = "/".join(e if i % 2 == 0 else normalized_name(e) for i, e in enumerate(elems))
             entities[normalized] = self._read_config(entity_znode(path))
         self._dispatch(self._apply, acls, entities, writes, paths)
 
     def _reload_all(self) -> None:
         writes = self._writes
         acls, entities = self._read_all()
+        if self._failing:
+            self._failing = False
+            log.info("security metadata read again from ZooKeeper")
         self._dispatch(self._apply_all, acls, entities, writes)
 
     def _dispatch(self, fn: Callable[..., None], *args: Any) -> None:
@@ -555,9 +480,9 @@ class ZkSecurityStore(SecurityStore):
                writes: int, paths: set[str]) -> None:
         if self._stopped:
             return
-        if writes != self._writes:
-            # a local write came between the read and now: the read may predate it
-            self._submit(self._read_and_apply, set(acls), paths)
+        if writes != self._writes or self._writing:
+            # a local write came between the read and now, or is under way: the read may predate it
+            self._after_writes(self._read_and_apply, set(acls), paths)
             return
         changed = self._merge_acls(acls)
         for path, cfg in entities.items():
@@ -574,8 +499,8 @@ class ZkSecurityStore(SecurityStore):
                    writes: int) -> None:
         if self._stopped:
             return
-        if writes != self._writes:
-            self._submit(self._reload_all)
+        if writes != self._writes or self._writing:
+            self._after_writes(self._reload_all)
             return
         rows = _rows(acls)
         if rows != self.acls or entities != self.entities:

@@ -161,7 +161,7 @@ def txn_broker(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("txn-logs"))
     b = Broker(BrokerConfig.from_props({"log.dirs": d}))
     b.open_storage()
-    b.topics.create_topic(TOPIC, 1, {"segment.bytes": "300"})
+    asyncio.run(b.topics.create_topic(TOPIC, 1, {"segment.bytes": "300"}))
     written = write_transactions(b.logs.get(TOPIC, 0))
     topic_id = b.registry.get(TOPIC).topic_id
     b.logs.shutdown()

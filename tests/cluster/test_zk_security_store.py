@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import json
 import threading
 import time
@@ -133,16 +134,18 @@ def loop():
 
 
 def on_loop(lp, fn, *args):
-    """Run fn on the loop (where a broker's handlers call the store) and return its result."""
+    """Run fn on the loop (where a broker's handlers call the store) and return its result
+    (a coroutine's, for the store's writes)."""
     fut: concurrent.futures.Future = concurrent.futures.Future()
 
-    def run():
+    async def run():
         try:
-            fut.set_result(fn(*args))
+            result = fn(*args)
+            fut.set_result(await result if inspect.isawaitable(result) else result)
         except BaseException as exc:
             fut.set_exception(exc)
 
-    lp.call_soon_threadsafe(run)
+    asyncio.run_coroutine_threadsafe(run(), lp)
     return fut.result(15)
 
 

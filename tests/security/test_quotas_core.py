@@ -4,6 +4,8 @@ QuotaUtils.throttleTime formula with exact numbers."""
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.security.quotas import FETCH, PRODUCE, REQUEST, QuotaManager, Rate
 from broker.security.store import SecurityStore
 
@@ -154,9 +156,9 @@ def test_rebuilds_from_the_store(tmp_path):
     store = SecurityStore(tmp_path)
     qm = QuotaManager()
     store.listeners.append(lambda: qm.update(store.entities))
-    store.alter_entity("users/alice/clients/app", {P: "250"})
+    asyncio.run(store.alter_entity("users/alice/clients/app", {P: "250"}))
     assert qm.quota(PRODUCE, "alice", "app") == 250
-    store.alter_entity("users/alice/clients/app", {P: None})
+    asyncio.run(store.alter_entity("users/alice/clients/app", {P: None}))
     assert qm.quota(PRODUCE, "alice", "app") is None
     assert not qm.enabled
 
