@@ -106,6 +106,10 @@ class Partition:
         self.pending_isr = None
         if not new_epoch:
             return None
+        # the epoch right after ours, still ours: nobody led in between (a view that
+        # skipped an epoch cannot tell, and another leader may have made our followers
+        # truncate what they held)
+        unbroken = self.is_leader and state.leader_epoch == self.leader_epoch + 1
         was_leader = self.is_leader
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -116,7 +120,7 @@ class Partition:
             self.log.epoch_cache.assign(state.leader_epoch, self.epoch_start_offset)
             if not was_leader:
                 self.leading_since_epoch = state.leader_epoch
-            self._reset_followers(now_ms, keep_progress=was_leader)
+            self._reset_followers(now_ms, keep_progress=unbroken)
             return "leader"
         self.followers = {}
         return "follower"

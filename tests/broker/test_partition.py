@@ -100,3 +100,12 @@ def test_leadership_lost_and_regained_starts_over(tmp_path):
     assert part.apply(PartitionState(2, 4, (2, 3), 2, 6), (1, 2, 3), 20) == "follower"
     assert part.apply(PartitionState(1, 5, (1, 2, 3), 2, 7), (1, 2, 3), 30) == "leader"
     assert part.leading_since_epoch == 5 and part.followers[2].leo == -1
+
+
+def test_a_skipped_epoch_forgets_the_followers_progress(tmp_path):
+    """From epoch 3 to 5 without seeing 4: another broker may have led at 4 and made the
+    followers truncate, so what they held at 3 no longer counts."""
+    part = _leader(tmp_path, isr=(1, 2, 3))
+    part.update_follower(2, 0, 10)
+    assert part.apply(PartitionState(1, 5, (1, 2, 3), 2, 8), (1, 2, 3), 20) == "leader"
+    assert part.followers[2].leo == -1
