@@ -7,12 +7,14 @@ traceback; and once ZooKeeper is back everything works again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
 
 import pytest
+from kazoo.client import KazooClient
 
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
@@ -164,3 +166,33 @@ def test_zookeeper_down_then_back(zk_broker):
     assert alter_quota(b, 4096.0) == ErrorCode.none
     assert quota(b) == 4096.0
     assert_clean_log(b)
+
+
+def test_producer_id_blocks_are_fetched_ahead(zk_broker):
+    """Kafka's RPCProducerIdManager: the first InitProducerId finds no block and is told to
+    retry while one is fetched; the next block is reserved in ZooKeeper once 90% of the
+    current one is handed out, so the ids run on across blocks without a refusal."""
+    zkp, b = zk_broker
+    first = wait_for(lambda: (r := init_producer_id(b))[0] == ErrorCode.none and r, 10, interval=0.05,
+                     what="a producer id")[1]
+    assert first == 0
+
+    def take(c: WireClient, n: int) -> list[tuple[int, int]]:
+        for _ in range(n):  # pipelined
+            c.send(ApiKey.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,
+                   producer_epoch=-1)
+        return [(r.error_code, r.producer_id) for r in (c.receive() for _ in range(n))]
+
+    zk = KazooClient(hosts=zkp.connect)
+    zk.start(10)
+    try:
+        with WireClient("127.0.0.1", b.port) as c:
+            got = take(c, 950)  # ids 1..950: past the 90% mark of [0, 999]
+            wait_for(lambda: json.loads(zk.get("/latest_producer_id_block")[0])["block_start"] == "1000", 10,
+                     what="the next block reserved ahead")
+            got += take(c, 200)  # across the block boundary
+    finally:
+        zk.stop()
+        zk.close()
+    assert {code for code, _ in got} == {ErrorCode.none}
+    assert [pid for _, pid in got] == list(range(1, 1151))
