@@ -169,13 +169,14 @@ class TransactionDriver(CoordinatorShell):
         led = {tp[1]: part.leader_epoch for tp, part in self.replicas.partitions.items()
                if tp[0] == TRANSACTION_STATE_TOPIC and part.is_leader}
         served = self.coordinator.served_partitions()
-        for p in sorted(served - set(led)):
+        # a partition still waiting for its legacy partition is loading, not served yet
+        for p in sorted((served | set(self._epochs)) - set(led)):
             self._epochs.pop(p, None)
             self._legacy.cancel(p)
             n = self.coordinator.unload_partition(p)
             log.info("%s-%d moved away: unloaded %d transactional ids", TRANSACTION_STATE_TOPIC, p, n)
         for p, epoch in sorted(led.items()):
-            if p in served and self._epochs.get(p) == epoch:
+            if self._epochs.get(p) == epoch and (p in served or self.coordinator.is_loading(p)):
                 continue
             self._epochs[p] = epoch
             # the new leader's log is the truth now: load all of it, up to its end

@@ -1,8 +1,9 @@
-"""Cluster mode: a group that Krait's former placement (``hashCode & 0x7fffffff``) wrote into
-a ``__consumer_offsets`` partition led by another broker than the one Kafka's placement
-names. The broker leading the group's own partition fetches the former partition from its
-leader (it holds no replica of it), serves the group with its committed offsets, copies
-them into its partition and produces the tombstones to the former partition's leader."""
+"""Cluster mode: a group (a transactional id) that Krait's former placement (``hashCode &
+0x7fffffff``) wrote into a ``__consumer_offsets`` (``__transaction_state``) partition led by
+another broker than the one Kafka's placement names. The broker leading its own partition
+fetches the former partition from its leader (it holds no replica of it), serves it (the
+committed offsets, the producer id), copies it into its partition and produces the
+tombstones to the former partition's leader."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode as E
 from protocol.records import build_batch
 from tests.cluster.cluster_harness import Cluster, wait_for
+from txn_coordinator.records import TransactionLogValue, encode_key, encode_value
 
-OFFSETS = "__consumer_offsets"
+OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
 N = 5  # partitions pair up as 0-3 and 1-2 under the former rule (4 keeps its own)
 
 
@@ -87,3 +89,37 @@ def test_a_group_in_a_former_partition_led_elsewhere_is_moved(tmp_path, zk_conne
                  what="tombstones in the former partition")
         log = cl.brokers[leaders[home]].log_text()
         assert f"moved 1 groups from partition {former}" in log
+
+
+def test_a_transactional_id_in_a_former_partition_led_elsewhere_is_moved(tmp_path, zk_connect) -> None:
+    with Cluster(tmp_path, zk_connect, n=2, **{"transaction.state.log.num.partitions": str(N),
+                                               "transaction.state.log.replication.factor": "1",
+                                               "transaction.state.log.min.isr": "1"}) as cl:
+        with WireClient("127.0.0.1", cl.brokers[1].port, timeout=15) as w:
+            wait_for(lambda: w.request(ApiKey.FIND_COORDINATOR, 3, key="x", key_type=1).error_code == 0, 30,
+                     what="__transaction_state")
+        leaders = {p: wait_for(lambda p=p: cl.leader(TXN_STATE, p) > 0 and cl.leader(TXN_STATE, p), 30)
+                   for p in range(N)}
+        tid = next(t for t in (f"txn-{i}" for i in range(10_000))
+                   if legacy_partition_for_key(t, N) != partition_for_key(t, N)
+                   and leaders[partition_for_key(t, N)] != leaders[legacy_partition_for_key(t, N)])
+        home, former = partition_for_key(tid, N), legacy_partition_for_key(tid, N)
+        value = TransactionLogValue(producer_id=4242, producer_epoch=4, transaction_timeout_ms=60_000,
+                                    transaction_status=0, partitions=None, last_update_timestamp_ms=1, start_timestamp_ms=-1)
+        with WireClient("127.0.0.1", cl.brokers[leaders[former]].port, timeout=15, client_id="__admin_client") as w:
+            r = w.request(ApiKey.PRODUCE, 9, transactional_id=None, acks=-1, timeout=10_000, topic_data=[dict(
+                name=TXN_STATE, partition_data=[dict(index=former, records=bytes(build_batch(
+                    [(encode_key(tid), encode_value(value))], timestamp=1)))])])
+        assert r.responses[0].partition_responses[0].error_code == E.none
+
+        cl.brokers[leaders[home]].restart()
+        wait_for(lambda: cl.leader(TXN_STATE, home) == leaders[home], 30, what="the partition led again")
+
+        def init() -> tuple[int, int] | None:
+            with WireClient("127.0.0.1", cl.brokers[leaders[home]].port, timeout=15) as w:
+                r = w.request(ApiKey.INIT_PRODUCER_ID, 4, transactional_id=tid, transaction_timeout=60_000,
+                              producer_id=-1, producer_epoch=-1)
+            return (r.producer_id, r.producer_epoch) if r.error_code == 0 else None
+
+        assert wait_for(init, 60, what="InitProducerId") == (4242, 5)
+        assert "moved 1 transactional ids from partition" in cl.brokers[leaders[home]].log_text()
