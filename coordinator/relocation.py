@@ -97,9 +97,11 @@ def relocate(state: CoordinatorState, partition: int, legacy: LegacyGroups,
         if gid in tombstones and value is not None and positions.get((gid, topic, p), 0) < 0:
             record = (encode_offset_commit_key(gid, topic, p), encode_offset_commit_value(value))
             copies.setdefault(gid, []).append((record, (topic, p)))
-    if not tombstones:
-        return None
+    if waiting:
+        log.info("__consumer_offsets-%d: %d groups in partition %d wait for their transactions before moving",
+                 partition, len(waiting), legacy.source)
     moved: list[bytes] = []
+    groups = 0
     for gid, keys in tombstones.items():
         records = copies.get(gid)
         if records:
@@ -115,9 +117,8 @@ def relocate(state: CoordinatorState, partition: int, legacy: LegacyGroups,
                 if group is not None and tp is not None and tp in group.offsets:
                     group.offset_positions[tp] = base + i
         moved.extend(keys)
-    if waiting:
-        log.info("__consumer_offsets-%d: %d groups in partition %d wait for their transactions before moving",
-                 partition, len(waiting), legacy.source)
-    log.info("__consumer_offsets-%d: moved %d groups from partition %d (former placement)",
-             partition, len(tombstones), legacy.source)
+        groups += 1
+    if groups:
+        log.info("__consumer_offsets-%d: moved %d groups from partition %d (former placement)",
+                 partition, groups, legacy.source)
     return Relocation(legacy.source, moved) if moved else None
