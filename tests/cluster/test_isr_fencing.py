@@ -90,6 +90,16 @@ def _committed(cl: Cluster, broker: int, group: str, topic: str) -> int:
     return p.committed_offset
 
 
+def _leaders(cl: Cluster, broker: int, topics: list[str]) -> dict[tuple[str, int], int]:
+    """The leaders ``broker`` has applied, as its Metadata answers them."""
+    md = cl.metadata(broker, topics)
+    return {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+
+
+def _leaders_in_zk(cl: Cluster, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    return {(t, p): cl.leader(t, p) for t, p in partitions}
+
+
 def _isrs_full(cl: Cluster, topics: list[tuple[str, int]]) -> bool:
     return all(len(cl.state(t, p)["isr"]) == 3 for t, p in topics)
 
@@ -142,6 +152,10 @@ def test_leader_cut_from_zookeeper_acknowledges_nothing_once_replaced(proxied):
     try:
         wait_for(lambda: cl.leader("u", 0) not in (-1, coord) and
                  all(cl.state(t, p)["leader"] != coord for t, p in offsets), 40, what="leadership moved")
+        # the other brokers follow the new leaders now (before that, their fetches from
+        # the old one could still complete its writes, which then are on the new leader too)
+        wait_for(lambda: all(_leaders(cl, b, ["u", "__consumer_offsets"]) == _leaders_in_zk(cl, [("u", 0), *offsets])
+                             for b in others(coord)), 20, what="the new leaders known")
         assert _coordinator(cl, "g", coord) == coord, "the old coordinator does not know it was replaced"
         assert _commit(cl, coord, "g", "u", 20) != 0, "a commit acknowledged by a replaced coordinator"
         assert _produce_to(cl, coord, "u", b"zombie", 3000) != 0, "a write acknowledged by a replaced leader"
