@@ -19,7 +19,7 @@ from typing import Any
 
 from protocol import apis, framing
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, UnsupportedVersionError
+from protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from protocol.produce_codec import decode_produce_request
 from storage.manager import LogManager
 
@@ -31,6 +31,7 @@ from .handlers import HANDLERS, load_all
 from .handlers.api_versions import unsupported_version_response
 from .handlers.produce import legacy_produce_response
 from .http import HttpListener, start_http
+from .log_dir_failure import LogDirFailureHandler
 from .log_dirs import LogDirs
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
@@ -92,6 +93,14 @@ class Broker:
         self._servers: list = []
         self._timers: list[asyncio.Task] = []
         self.stopping = False
+        #: the process's exit code: non-zero after a fatal error (every log dir failed)
+        self.exit_code = 0
+        #: asks the process to stop (the serve command's; None: stop() is scheduled here)
+        self.on_fatal: Callable[[], None] | None = None
+        #: Kafka's handleLogDirFailure, run when storage reports a failed log dir
+        self.log_dir_failures = LogDirFailureHandler(self)
+        #: replicas whose log could not be created (an offline log dir may hold them)
+        self._unhosted: set[tuple[str, int]] = set()
         #: the request, topic and replication counters /metrics reports (broker.metrics)
         self.metrics = BrokerMetrics()
         #: krait.http.listener: /metrics, /healthz, /readyz (None when disabled)
@@ -136,6 +145,7 @@ class Broker:
             raise
         if self.config["zookeeper.connect"]:
             self._join_cluster()
+        self.log_dir_failures.attach()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics, broker=self)
         self.transactions = TransactionDriver(self)
         if self.cluster is not None:
@@ -201,7 +211,13 @@ class Broker:
         """Cluster mode: the local log of a replica ZooKeeper assigns here (created empty)."""
         plog = self.logs.get(info.name, partition)
         if plog is None:
-            plog = self.logs.create(info.name, partition, self.topics.topic_log_config(info), info.topic_id)
+            try:
+                plog = self.logs.create(info.name, partition, self.topics.topic_log_config(info), info.topic_id)
+            except KafkaError as exc:
+                if (info.name, partition) not in self._unhosted:
+                    self._unhosted.add((info.name, partition))
+                    log.warning("replica %s-%d is not hosted here: %s", info.name, partition, exc)
+                raise
         return plog
 
     def _apply_topic_config(self, info) -> None:
@@ -244,14 +260,20 @@ class Broker:
     def partition_metadata(self, topic: str, partition: int) -> tuple[int, int, int, tuple, tuple, tuple]:
         """(error, leader, leader epoch, replicas, ISR, offline replicas) of one partition,
         as Metadata and DescribeTopicPartitions report it."""
+        plog = self.logs.get(topic, partition) if self.logs is not None else None
+        # this broker's own replica in a failed log dir is offline too (Kafka's metadata
+        # learns it from the controller; the other brokers' ones are left out of their ISRs)
+        local_offline = plog is not None and plog.offline
         if self.cluster is None:
             node = (self.node_id,)
+            if local_offline:  # the only replica is offline: no leader, as Kafka's controller decides
+                return ErrorCode.leader_not_available, -1, LEADER_EPOCH, node, node, node
             return ErrorCode.none, self.node_id, LEADER_EPOCH, node, node, ()
         meta = self.cluster.metadata.topics.get(topic) if self.cluster.metadata is not None else None
         replicas = tuple(meta.assignment.get(partition, ())) if meta is not None else ()
         state = self.cluster.states().get((topic, partition))
         live = self.cluster.membership.brokers
-        offline = tuple(r for r in replicas if r not in live)
+        offline = tuple(r for r in replicas if r not in live or (r == self.node_id and local_offline))
         if state is None or state.leader < 0 or state.leader not in live:
             return (ErrorCode.leader_not_available, -1, state.leader_epoch if state else -1, replicas,
                     tuple(state.isr) if state else (), offline)
@@ -293,7 +315,18 @@ class Broker:
             self.logs.shutdown()
         if self.http is not None:
             await self.http.stop()
-        log.info("Krait stopped cleanly")
+        if self.exit_code:
+            log.error("Krait stopped after a fatal error (exit code %d)", self.exit_code)
+        else:
+            log.info("Krait stopped cleanly")
+
+    def fatal_stop(self, exit_code: int) -> None:
+        """Stop the broker because it cannot go on (e.g. every log dir failed)."""
+        self.exit_code = exit_code
+        if self.on_fatal is not None:
+            self.on_fatal()
+        elif not self.stopping:
+            self.track(asyncio.ensure_future(self.stop()))
 
     def track(self, task: asyncio.Task) -> None:
         self._tasks.add(task)

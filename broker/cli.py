@@ -50,18 +50,19 @@ async def _serve(config: BrokerConfig) -> int:
     from .broker import Broker
 
     broker = Broker(config)
+    stop = asyncio.Event()
+    broker.on_fatal = stop.set
     await broker.start()
     # What start-up built (modules, kio's schema classes, loaded partitions) lives as long as
     # the process: keep it out of the collector's full passes, which otherwise walk it all.
     gc.freeze()
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
     await broker.stop()
-    return 0
+    return broker.exit_code
 
 
 def _raise_open_files_limit() -> None:

@@ -7,8 +7,11 @@ swap on the event loop (storage.manager.LogManager.complete_move).
 Per partition: a destination that is not a configured log dir -> LOG_DIR_NOT_FOUND; an
 unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (REPLICA_NOT_AVAILABLE when the
 topic knows the partition but this broker holds no replica of it); an offline partition
--> KAFKA_STORAGE_ERROR; the dir it is already in -> success, nothing moves (and a move in
-progress elsewhere is cancelled).
+-> KAFKA_STORAGE_ERROR, as is a destination dir that is offline; the dir it is already in
+-> success, nothing moves (and a move in progress elsewhere is cancelled).
+
+An offline log dir (storage.log_dir_failure) is described with KAFKA_STORAGE_ERROR and no
+partitions, as Kafka's describeLogDirs does.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ class LogDirs:
         results = []
         for log_dir, topics in by_dir.items():
             try:
+                if not logs.is_log_dir_online(log_dir):
+                    raise OSError(f"Log directory {log_dir} is offline")
                 total, usable = self._volume(log_dir)
             except OSError:
                 results.append(dict(error_code=ErrorCode.kafka_storage_error, log_dir=log_dir, topics=[]))
@@ -88,6 +93,8 @@ class LogDirs:
             return ErrorCode.invalid_topic_exception  # KAFKA-4893: the future dir name would not fit
         if path not in self.logs.log_dirs:
             return ErrorCode.log_dir_not_found
+        if not self.logs.is_log_dir_online(path):
+            return ErrorCode.kafka_storage_error
         if self.logs.get(topic, partition) is None:
             info = self.registry.get(topic)
             return ErrorCode.replica_not_available if info is not None and 0 <= partition < info.partitions \

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from storage.errors import KafkaStorageError
 
 from .cluster.broker_channel import Peer
 from .replica_manager import ReplicaManager
@@ -86,8 +87,8 @@ class ReplicaFetcher:
             if self.delayed.get(tp, 0) > now:
                 continue
             plog = rm.logs.get(*tp)
-            if plog is None:
-                continue
+            if plog is None or plog.offline:
+                continue  # Kafka removes an offline partition from its fetcher
             topics.setdefault(tp[0], []).append(dict(
                 partition=tp[1], current_leader_epoch=epoch, fetch_offset=plog.log_end_offset,
                 last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
@@ -115,7 +116,12 @@ class ReplicaFetcher:
                 tp = (t.topic, p.partition_index)
                 if tp not in sent or self.partitions.get(tp) != sent[tp][0]:
                     continue  # no longer followed here, or followed at another epoch now
-                self._handle(tp, sent[tp][1], p)
+                try:
+                    self._handle(tp, sent[tp][1], p)
+                except KafkaStorageError as exc:
+                    # our log dir failed (the failure channel has it): only this partition
+                    # stops, the others keep replicating (Kafka's markPartitionFailed)
+                    log.error("%s-%d: stopped fetching from broker %d: %s", tp[0], tp[1], self.leader_id, exc)
         return True
 
     def _handle(self, tp: TopicPartition, fetch_offset: int, p) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_headers
+from storage.errors import KafkaStorageError
 from storage.log import AppendResult, PartitionLog
 from storage.manager import LogManager
 from storage.producer_state import ProducerStateEntry
@@ -77,6 +78,8 @@ class ReplicaManager:
         plog = self.logs.get(topic, partition)
         if plog is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if plog.offline:
+            raise _offline(topic, partition)
         if self.replicated:
             part = self.partitions.get((topic, partition))
             if part is None or not part.is_leader:
@@ -89,6 +92,8 @@ class ReplicaManager:
         if part is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition if self.logs.get(topic, partition) is None
                              else ErrorCode.not_leader_or_follower)
+        if part.log.offline:
+            raise _offline(topic, partition)
         if not part.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         return part
@@ -172,6 +177,8 @@ class ReplicaManager:
         took a replica out of the ISR) still holds the records: they count when the high
         watermark passes them, as in Kafka, whose check asks only whether this broker leads."""
         part = self.partitions.get((topic, partition))
+        if part is not None and part.log.offline:
+            return ErrorCode.kafka_storage_error  # Kafka's delayed produce on an offline partition
         if part is None or not part.is_leader or epoch < part.leading_since_epoch:
             return ErrorCode.not_leader_or_follower
         if part.log.high_watermark < required_offset:
@@ -287,6 +294,12 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, partition: int) -> list[ProducerStateEntry]:
         return list(self.partition(topic, partition).producer_state.producers.values())
+
+
+def _offline(topic: str, partition: int) -> KafkaStorageError:
+    """Kafka's answer for a partition hosted in an offline log dir: KAFKA_STORAGE_ERROR,
+    before any leadership check (getPartitionOrException)."""
+    return KafkaStorageError(f"Partition {topic}-{partition} is in an offline log directory")
 
 
 def _aborted_transactions(plog: PartitionLog, fetch_offset: int, last_stable_offset: int, data: bytes

@@ -102,7 +102,13 @@ class Replication:
             mine.add(tp)
             part = rm.partitions.get(tp)
             if part is None:
-                part = rm.partitions[tp] = Partition(tp[0], tp[1], open_log(*tp), self.broker_id)
+                try:
+                    plog = open_log(*tp)
+                except KafkaError:
+                    continue  # its log may be in a failed log dir: not hosted here until a restart
+                part = rm.partitions[tp] = Partition(tp[0], tp[1], plog, self.broker_id)
+            if part.log.offline:
+                continue  # in a failed log dir: neither led nor followed from here (Kafka's Offline)
             part.removing = frozenset(removing.get(tp, ())) if removing else frozenset()
             state = states.get(tp)
             if state is None:

@@ -61,7 +61,7 @@ def check_can_create(channel: LogDirFailureChannel, log_dirs: list[str], topic: 
     for log_dir in channel.offline:
         try:
             os.stat(os.path.join(log_dir, f"{topic}-{partition}"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
             pass  # cannot tell: it may be there

@@ -149,10 +149,9 @@ class LogManager:
         for move in list(self._moves.values()):
             if log_dir in (move.log_dir, move.source_log_dir):
                 self.cancel_move(move)
-        log.warning("Logs for partitions %s are offline due to failure on log directory %s",
-                    ",".join(f"{t}-{p}" for t, p in sorted(tps)), log_dir)
-        if not self.live_log_dirs:
-            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
+        if tps:
+            log.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                        ",".join(f"{t}-{p}" for t, p in sorted(tps)), log_dir)
 
     def _dir_failed(self, log_dir: str, message: str, exc: BaseException) -> None:
         self.failure_channel.maybe_add_offline_log_dir(log_dir, message, exc)

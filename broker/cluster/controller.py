@@ -2,7 +2,9 @@
 broker won the election in :mod:`broker.cluster.membership`: when brokers come and go it
 moves leadership of their partitions to a live ISR member (bumping the leader epoch, so
 the old leader is fenced), takes dead replicas out of ISRs, and elects a leader for
-partitions that had none once an ISR member returns. Every write is conditional on the
+partitions that had none once an ISR member returns; replicas in a broker's failed log dir
+(KIP-112, :mod:`broker.cluster.log_dir_events`) count as dead for their partitions until
+that broker registers again. Every write is conditional on the
 partition state's ZooKeeper version: a leader's concurrent ISR change or another
 controller's write makes it fail, and the next pass works from the new state.
 
@@ -35,6 +37,11 @@ class Controller:
         #: asks for another pass soon (after a failed write)
         self.retry = retry
         self.active = False
+        #: replicas in failed log dirs: broker -> (its broker epoch then, partitions);
+        #: forgotten once the broker registers again (its restart recovers the dir)
+        self.offline_replicas: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
+        #: the live brokers' epochs (ZkMembership.broker_epochs)
+        self.broker_epochs: Callable[[], dict[int, int]] = dict
         self._inflight: set[TopicPartition] = set()
         self._tasks: set[asyncio.Task] = set()
 
@@ -54,7 +61,8 @@ class Controller:
         if not live:
             return
         changes = election.states_after_broker_change(assignments, states, live, controller_epoch,
-                                                      lambda tp: self.unclean(tp[0]))
+                                                      lambda tp: self.unclean(tp[0]),
+                                                      self.offline_by_partition(assignments))
         for tp, new in changes.items():
             if tp in self._inflight:
                 continue
@@ -67,6 +75,21 @@ class Controller:
             task = asyncio.ensure_future(self._write(tp, new))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def offline_by_partition(self, assignments: dict[TopicPartition, tuple[int, ...]]
+                             ) -> dict[TopicPartition, set[int]]:
+        """Per partition, its replicas in failed log dirs of brokers still registered with
+        the epoch they had then (Kafka's replicasOnOfflineDirs, cleared on restart)."""
+        epochs = self.broker_epochs()
+        out: dict[TopicPartition, set[int]] = {}
+        for broker, (epoch, tps) in list(self.offline_replicas.items()):
+            if epochs.get(broker) != epoch:
+                del self.offline_replicas[broker]
+                continue
+            for tp in tps:
+                if broker in assignments.get(tp, ()):
+                    out.setdefault(tp, set()).add(broker)
+        return out
 
     async def _write(self, tp: TopicPartition, new: PartitionState) -> None:
         stored = None

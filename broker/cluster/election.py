@@ -200,7 +200,8 @@ def _dead_in_removal_order(state: PartitionState, dead: Collection[int]) -> list
 # --- state changes the controller writes ----------------------------------------------------------
 def states_after_broker_change(assignments: Mapping[TP, Sequence[int]], states: Mapping[TP, PartitionState],
                                live: Collection[int], controller_epoch: int,
-                               unclean: bool | Callable[[TP], bool] = False) -> dict[TP, PartitionState]:
+                               unclean: bool | Callable[[TP], bool] = False,
+                               offline: Mapping[TP, Collection[int]] | None = None) -> dict[TP, PartitionState]:
     """The partition states to write after the set of live brokers changed
     (KafkaController.onBrokerFailure -> onReplicasBecomeOffline, and onBrokerStartup ->
     triggerOnlinePartitionStateChange), only for the partitions that change:
@@ -216,12 +217,19 @@ def states_after_broker_change(assignments: Mapping[TP, Sequence[int]], states: 
     Each changed partition's leader epoch goes up by exactly one (Kafka may write once per
     dead replica; one write per partition is enough) and carries ``controller_epoch``.
     Partitions with no state (being created) or no assignment (being deleted) are left alone.
+
+    ``offline``: per partition, the replicas on live brokers that are in a failed log dir
+    (KIP-112): treated as dead for that partition only (Kafka's isReplicaOnline, and
+    onReplicasBecomeOffline for the failure itself).
     """
     out: dict[TP, PartitionState] = {}
+    all_live = live
     for tp, st in states.items():
         assignment = assignments.get(tp)
         if not assignment:
             continue
+        gone = offline.get(tp) if offline else None
+        live = set(all_live).difference(gone) if gone else all_live
         dead = {r for r in st.isr if r not in live}
         if st.has_leader and st.leader in live:
             if dead:

@@ -50,6 +50,9 @@ class ZkMembership:
         self.brokers: dict[int, tuple[str, int]] = {}
         #: live brokers: id -> listener name -> (host, port), every endpoint registered
         self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}
+        #: live brokers: id -> broker epoch (the czxid of its registration, as Kafka's ZK
+        #: mode has it): a broker registered again has a new one
+        self.broker_epochs: dict[int, int] = {}
         #: bumped whenever the brokers or the controller change (the Metadata cache key)
         self.version = 0
         self._lost = False
@@ -149,19 +152,23 @@ class ZkMembership:
         listener = self.inter_broker_listener
         found: dict[int, tuple[str, int]] = {}
         endpoints: dict[int, dict[str, tuple[str, int]]] = {}
+        epochs: dict[int, int] = {}
         for child in children:
             try:
-                reg = zk.decode_broker(self.zk.get(f"{zk.BROKER_IDS}/{child}")[0])
+                data, stat = self.zk.get(f"{zk.BROKER_IDS}/{child}")
             except NoNodeError:
                 continue  # gone between the listing and the read
             except ZK_FAILURES:
                 return True  # ZooKeeper went away: the last view stands; reconnecting lists again
+            reg = zk.decode_broker(data)
+            epochs[int(child)] = stat.czxid
             endpoints[int(child)] = zk.all_endpoints(reg)
             endpoint = endpoints[int(child)].get(listener)
             if endpoint is not None:
                 found[int(child)] = endpoint
         self.brokers = dict(sorted(found.items()))
         self.endpoints = endpoints
+        self.broker_epochs = epochs
         self._changed()
         return True
 

@@ -32,6 +32,7 @@ from ..topics import TopicInfo, TopicRegistry
 from . import election, zk_layout
 from .controller import Controller
 from .election import PartitionState
+from .log_dir_events import LogDirEvents
 from .membership import ZkMembership
 from .reassignment import Reassignments
 from .zk_calls import off_loop
@@ -72,6 +73,9 @@ class ClusterNode:
             security=self.inter_broker_security)
         self.controller = Controller(self.broker_id, write=self._write_state, unclean=self._unclean,
                                      retry=lambda: self._schedule_sync(delay=0.5))
+        self.controller.broker_epochs = lambda: self.membership.broker_epochs
+        #: failed log dirs: reported by this broker, handled by the controller (KIP-112)
+        self.log_dir_events = LogDirEvents(self)
         self.reassignments = Reassignments(lambda: self.metadata, lambda: set(self.membership.brokers),
                                            lambda: self.membership.controller_epoch, self._write_state)
         #: called after each sync (the group coordinator follows __consumer_offsets leadership)
@@ -93,6 +97,7 @@ class ClusterNode:
         self.metadata = ZkMetadata(self.membership.zk, on_change=self._changed_elsewhere)
         self.metadata.start()
         self.shutting_down = False
+        self.log_dir_events.start()
         self.sync()
         return cluster_id
 
@@ -129,6 +134,7 @@ class ClusterNode:
         self.fetchers.stop()
         self.replication.stop()
         self.controller.stop()
+        self.log_dir_events.stop()
         self.reassignments.stop()
         if self.metadata is not None:
             self.metadata.stop()
@@ -217,6 +223,7 @@ class ClusterNode:
         self.fetchers.update({} if self.shutting_down else follow)
         m = self.membership
         self.controller.on_change(m.controller_id, m.controller_epoch, set(m.brokers), assignments, md.states)
+        self.log_dir_events.on_sync()
         if m.controller_id == self.broker_id:
             self.reassignments.progress()
         self.version += 1

@@ -4,8 +4,9 @@ Kafka cluster's, and a Kafka tool reading them finds the key names and value typ
 expects (Kafka encodes with Jackson: compact, UTF-8, key order irrelevant). Owns: broker
 registration, controller, cluster id, topic znode (TopicZNode v3), partition state
 (TopicPartitionStateZNode v1), topic config (ConfigEntityZNode), config change
-notification (ConfigEntityChangeNotificationSequenceZNode v2), /admin/reassign_partitions
-and the producer id block (ProducerIdBlockZNode), plus Kafka's Uuid text form. Pure
+notification (ConfigEntityChangeNotificationSequenceZNode v2), /admin/reassign_partitions,
+the producer id block (ProducerIdBlockZNode) and the log dir event notification
+(LogDirEventNotificationSequenceZNode), plus Kafka's Uuid text form. Pure
 functions: no ZooKeeper client here."""
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+#: LogDirEventNotificationZNode: a broker whose log dir failed adds a sequential child
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+#: LogDirEventNotificationSequenceZNode.SequenceNumberPrefix
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: LogDirEventNotificationSequenceZNode.LogDirFailureEvent (the only event there is)
+LOG_DIR_FAILURE_EVENT = 1
 #: ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 PRODUCER_ID_BLOCK_SIZE = 1000
 #: KafkaController.InitialControllerEpoch: the first elected controller gets epoch 1
@@ -336,3 +343,22 @@ def next_producer_id_block(current: bytes | None, block_size: int = PRODUCER_ID_
     if last > 2**63 - 1 - block_size:
         raise KafkaError(ErrorCode.unknown_server_error, "Have exhausted all producerIds.")
     return last + 1, last + block_size
+
+
+# --- log dir events: /log_dir_event_notification/log_dir_event_<seq> -----------------------------
+def log_dir_event_path() -> str:
+    """The path to create as a PERSISTENT_SEQUENTIAL node (log_dir_event_0000000000, ...)."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}"
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """LogDirEventNotificationSequenceZNode.encode: {"version":1,"broker":<id>,"event":1}."""
+    return _json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int | None:
+    """The broker id of a notification (Kafka reads only "broker"); None if unreadable."""
+    try:
+        return int(json.loads(data)["broker"])
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -248,6 +248,21 @@ def test_rf1_partition_on_dead_broker_goes_offline_and_comes_back():
     assert back == {("x", 0): st(2, 2, (2,), 5)}
 
 
+def test_replicas_in_failed_log_dirs_are_offline_for_their_partitions_only():
+    """KIP-112 (onReplicasBecomeOffline): broker 1 is live, but its replicas of t-0 and
+    t-1 are in a failed log dir; its replica of t-2 is healthy."""
+    a = {("t", 0): (1, 2, 3), ("t", 1): (1, 2), ("t", 2): (1, 2, 3)}
+    states = {("t", 0): st(1, 3, (1, 2, 3)), ("t", 1): st(1, 3, (1,)), ("t", 2): st(1, 3, (1, 2, 3))}
+    offline = {("t", 0): {1}, ("t", 1): {1}}
+    out = states_after_broker_change(a, states, {1, 2, 3}, 5, False, offline)
+    # leadership moves to a healthy ISR member; the sole ISR member stays, without leading
+    assert out == {("t", 0): st(2, 4, (2, 3), 5), ("t", 1): st(NO_LEADER, 4, (1,), 5)}
+    # stable: nothing more to write, and broker 1 is not elected back while its dir is offline
+    assert states_after_broker_change(a, {**states, **out}, {1, 2, 3}, 5, False, offline) == {}
+    # once the broker restarted (its offline replicas forgotten) the partition comes back
+    assert states_after_broker_change(a, {**states, **out}, {1, 2, 3}, 6, False) == {("t", 1): st(1, 5, (1,), 6)}
+
+
 def test_every_change_is_exactly_one_epoch_and_never_elects_outside_assignment():
     rng = random.Random(7)
     brokers = [1, 2, 3, 4, 5]
