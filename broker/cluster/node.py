@@ -339,7 +339,9 @@ class ClusterNode:
             if md is None or self.membership.controller_id != self.broker_id:
                 return {tp: (ErrorCode.not_controller, "This is not the correct controller for this cluster.")
                         for tp in todo}
-            assignments, live = self._assignments(), set(self.membership.brokers)
+            assignments, all_live = self._assignments(), set(self.membership.brokers)
+            # replicas in failed log dirs cannot lead (KIP-112)
+            offline = self.controller.offline_by_partition(assignments)
             epoch = self.membership.controller_epoch
             writes: dict[TopicPartition, PartitionState] = {}
             for tp in todo:
@@ -347,6 +349,7 @@ class ClusterNode:
                 if st is None or not replicas:
                     out[tp] = (ErrorCode.unknown_topic_or_partition, f"The partition {tp[0]}-{tp[1]} does not exist.")
                     continue
+                live = all_live - offline.get(tp, set())
                 if unclean:
                     if st.leader in live:
                         if named:

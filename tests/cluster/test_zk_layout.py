@@ -194,3 +194,12 @@ def test_reassignment_patch_of_a_topic_znode():
     assert started.adding == {0: (3, 4), 1: (9,)} and started.removing == {0: (1, 2)}
     done = started.with_partition(0, (3, 4))
     assert done.partitions[0] == (3, 4) and done.adding == {1: (9,)} and done.removing == {}
+
+
+def test_log_dir_event_notification_is_kafkas():
+    # LogDirEventNotificationSequenceZNode: a persistent sequential child, Jackson's JSON
+    assert zk.log_dir_event_path() == "/log_dir_event_notification/log_dir_event_"
+    assert zk.LOG_DIR_EVENT_NOTIFICATION in zk.PERSISTENT_PATHS
+    assert zk.encode_log_dir_event(3) == b'{"version":1,"broker":3,"event":1}'
+    assert zk.decode_log_dir_event(b'{"version":1,"broker":3,"event":1}') == 3
+    assert zk.decode_log_dir_event(b"not json") is None
