@@ -125,3 +125,33 @@ def test_full_log_dir_moves_leadership_and_heals_after_restart(tmp_path, zk_conn
         for p in range(PARTITIONS):
             replicas = [_logs([tmp_path / "broker-1"], p), _logs([tmp_path / "broker-2"], p), _logs([big, small], p)]
             assert replicas[0] == replicas[1] == replicas[2], p
+
+
+def test_broker_whose_only_log_dir_fills_shuts_down_and_heals(tmp_path, zk_connect):
+    """Its last log dir gone, a broker cannot go on: it hands its leadership over
+    (controlled shutdown) and exits with code 1, as Kafka halts. Space freed, it restarts,
+    recovers and rejoins."""
+    with Tmpfs(tmp_path / "broker-3", size_kb=2048) as disk:
+        with Cluster(tmp_path, zk_connect, **{"min.insync.replicas": "2"}) as cl:
+            b3 = cl.brokers[3]
+            cl.create_topic(TOPIC, partitions=PARTITIONS, rf=3)
+            prod = _Producer(cl.bootstrap, per_second=300).start()
+            try:
+                assert wait_for(lambda: b3.proc.poll(), 90, what="broker 3 to exit") == 1
+                log3 = b3.log_text()
+                assert f"Shutdown broker because all log dirs in {disk.path} have failed" in log3
+                assert "controlled shutdown" in log3 and "Traceback" not in log3
+                wait_for(lambda: all(cl.state(TOPIC, p)["leader"] in (1, 2) and 3 not in cl.state(TOPIC, p)["isr"]
+                                     for p in range(PARTITIONS)), 15, what="leadership off broker 3")
+                n = len(prod.acked)
+                wait_for(lambda: {p for p, _, _ in prod.acked[n:]} == set(range(PARTITIONS)), 30,
+                         what="acks on every partition after broker 3 left")
+            finally:
+                prod.stop()
+            assert not prod.errors, prod.errors[:3]
+            disk.resize(64 << 10)
+            b3.start()
+            for p in range(PARTITIONS):
+                cl.wait_isr(TOPIC, p, 3, timeout=60)
+            got = consume_all(cl.bootstrap, TOPIC, len(prod.acked))
+            assert sorted(v for _, _, v in got) == sorted(v for _, _, v in prod.acked)
