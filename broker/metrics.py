@@ -181,6 +181,14 @@ class KafkaCollector:
             end.add_metric(labels, plog.log_end_offset)
             segs.add_metric(labels, len(plog.segments))
         yield from (size, start, end, segs)
+        # Kafka's LogManager OfflineLogDirectoryCount and ReplicaManager OfflineReplicaCount (KIP-112)
+        dirs = _family("gauge", "kafka_log_logmanager_offlinelogdirectorycount", "Log dirs offline after an I/O error",
+                       [])
+        dirs.add_metric([], len(logs.failure_channel.offline) if logs is not None else 0)
+        replicas = _family("gauge", "kafka_server_replicamanager_offlinereplicacount",
+                           "Replicas on this broker in an offline log dir", [])
+        replicas.add_metric([], sum(1 for plog in parts.values() if plog.offline))
+        yield from (dirs, replicas)
 
     def _replicas(self) -> Iterator:
         b = self.broker

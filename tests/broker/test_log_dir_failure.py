@@ -16,8 +16,9 @@ from protocol.apis import ApiKey
 from protocol.client_errors import ClientError
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
+from tests.broker.test_metrics_http import scrape, value
 from tests.disk_harness import Tmpfs
-from tests.krait_harness import BrokerProcess
+from tests.krait_harness import BrokerProcess, free_port
 
 RECORD = 16 << 10
 
@@ -93,7 +94,9 @@ def _check_recovered(bp: BrokerProcess, topic: str, acked: dict[int, list]) -> N
 def test_full_log_dir_goes_offline_while_the_other_keeps_serving(tmp_path):
     big = tmp_path / "big"
     with Tmpfs(tmp_path / "small", size_kb=2048) as small:
-        bp = BrokerProcess(str(big), overrides={"log.dirs": f"{big},{small.path}"})
+        http = free_port()
+        bp = BrokerProcess(str(big), overrides={"log.dirs": f"{big},{small.path}",
+                                                "krait.http.listener": f"127.0.0.1:{http}"})
         try:
             bp.start()
             topic = f"full-{uuid.uuid4().hex[:8]}"
@@ -131,6 +134,9 @@ def test_full_log_dir_goes_offline_while_the_other_keeps_serving(tmp_path):
                     else:
                         assert (p.error_code, p.leader_id, list(p.offline_replicas)) == (0, 1, [])
             print(f"filled and went offline in {time.monotonic() - started:.1f}s")
+            metrics = scrape(http)
+            assert value(metrics, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+            assert value(metrics, "kafka_server_replicamanager_offlinereplicacount") == len(on_small)
             assert bp.proc.poll() is None
             log = bp.log_path.read_text()
             assert "Traceback" not in log
