@@ -241,7 +241,10 @@ class TopicAdmin:
         for info in list(self.registry.topics.values()):
             for p in range(info.partitions):
                 if self.logs.get(info.name, p) is None:
-                    self.logs.create(info.name, p, self.topic_log_config(info), info.topic_id)
+                    try:
+                        self.logs.create(info.name, p, self.topic_log_config(info), info.topic_id)
+                    except StorageError as exc:  # it may be in a log dir that failed to load
+                        log.warning("partition %s-%d is offline: %s", info.name, p, exc)
 
     def _existing(self, name: str, message: str) -> TopicInfo:
         info = self.registry.get(name)

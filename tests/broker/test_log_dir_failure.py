@@ -9,6 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from broker.tools.wire import WireClient
@@ -179,3 +180,24 @@ def test_broker_shuts_down_when_its_only_log_dir_fills_up(tmp_path):
 
 def _partition_dirs(log_dir: Path, topic: str) -> list[str]:
     return [n for n in (p.name for p in Path(log_dir).iterdir()) if n.startswith(topic + "-")]
+
+
+def test_a_log_dir_that_cannot_be_opened_is_offline_from_the_start(tmp_path):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    bad.write_text("a file where the log dir should be")
+    bp = BrokerProcess(str(good), overrides={"log.dirs": f"{good},{bad}"})
+    try:
+        bp.start()
+        topic = f"start-{uuid.uuid4().hex[:8]}"
+        with WireClient("127.0.0.1", bp.port) as c:
+            _create(c, topic, 2)
+            assert [_produce(c, topic, p, b"v")[0] for p in (0, 1)] == [0, 0]
+            dirs = {r.log_dir: r.error_code for r in c.request(ApiKey.DESCRIBE_LOG_DIRS, topics=None).results}
+            assert dirs == {str(good): 0, str(bad): ErrorCode.kafka_storage_error}
+        assert "Failed to create or validate data directory" in bp.log_text()
+    finally:
+        bp.kill()
+    # with no usable log dir the broker does not start
+    bp = BrokerProcess(str(bad), overrides={"log.dirs": str(bad)})
+    with pytest.raises(RuntimeError, match="(?s)broker exited with 1:.*cannot start"):
+        bp.start()
