@@ -26,8 +26,9 @@ from .errors import CorruptIndexError
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
-#: disk space is allocated for a writable index this much at a time (see _Index.reserve)
-_RESERVE_CHUNK = 64 << 10
+#: disk space is allocated for a writable index a page at a time (see _Index.reserve): a
+#: bigger chunk would cost real disk per partition, where the sparse file costs none
+_RESERVE_CHUNK = mmap.PAGESIZE
 
 
 class _Index:
