@@ -10,7 +10,8 @@ Checks:
   nonmonotonic_send    a producer's later value acknowledged at a lower offset of a partition
   nonmonotonic_poll    a consumer's polls of a partition going backwards within one assignment
   poll_skip            a consumer jumping over a record it should have read (within one
-                       assignment, or past the group's committed offset when assigned)
+                       assignment, or, when assigned, past the group's last acknowledged
+                       commit to an offset no commit ever tried to store)
   aborted_read         a value of an aborted transaction seen at read_committed
   partial_txn          a transaction some but not all of whose values are visible
   offsets_backwards    the group's committed offset below one it acknowledged earlier (a
@@ -86,7 +87,7 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
     at = defaultdict(set)  # (p, o) -> values seen there by anyone
     for h in [*producers.values(), *[histories[n] for n in histories if n.startswith("t")]]:
         for e in h:
-            if e["k"] in ("ack", "tack"):
+            if e["k"] in ("ack", "tack") and e["o"] is not None and e["o"] >= 0:
                 at[(e["p"], e["o"])].add(e["v"])
     for h in consumers.values():
         for e in h:
@@ -104,6 +105,7 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
 
     # --- producers ----------------------------------------------------------------------------
     acked = 0
+    r.stats["acked_by"] = {name: sum(1 for e in h if e["k"] == "ack") for name, h in producers.items()}
     for name, h in producers.items():
         per_part = defaultdict(list)
         for e in h:
@@ -112,10 +114,11 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
             acked += 1
             if e["v"] not in final_values:
                 r.add("lost", {"value": e["v"], "acked_at": [e["p"], e["o"]]})
-            elif (e["p"], e["o"]) not in final_values[e["v"]]:
+            elif e["o"] is not None and e["o"] >= 0 and (e["p"], e["o"]) not in final_values[e["v"]]:
                 r.add("inconsistent_offset", {"value": e["v"], "acked_at": [e["p"], e["o"]],
                                               "read_at": sorted(final_values[e["v"]])})
-            per_part[e["p"]].append((_seq(e["v"]), e["o"]))
+            if e["o"] is not None and e["o"] >= 0:  # librdkafka may ack without the offset
+                per_part[e["p"]].append((_seq(e["v"]), e["o"]))
         for p, pairs in per_part.items():
             pairs.sort()
             for (s1, o1), (s2, o2) in zip(pairs, pairs[1:], strict=False):
@@ -148,6 +151,9 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
     # --- consumers ------------------------------------------------------------------------------
     commits = sorted((e["t"], e["p"], e["o"]) for h in consumers.values() for e in h if e["k"] == "commit")
     commit_times = [c[0] for c in commits]
+    # commits whose answer was an error (or never came) may have been stored all the same
+    tries = sorted((e["t"], int(p), o) for h in consumers.values() for e in h if e["k"] == "commit_try"
+                   for p, o in e["offsets"].items())
     polled = 0
     for name, h in consumers.items():
         last: dict[int, int] = {}
@@ -178,7 +184,8 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
                     if acked is not None and o < acked:
                         r.add("offsets_backwards", {"consumer": name, "partition": p, "started_at": o,
                                                     "acked_commit": acked})
-                    elif acked is not None:
+                    elif acked is not None and not any(c[1] == p and c[2] == o for c in tries
+                                                       if c[0] <= assigned_at.get(p, e["t"])):
                         _skips(r, visible[p], acked - 1, o, {"consumer": name, "partition": p,
                                                               "committed": acked, "first_poll": o})
                 last[p] = o

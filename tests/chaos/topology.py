@@ -52,8 +52,11 @@ class Node:
     netns: str | None = None
 
     def wrap(self, argv: list[str]) -> list[str]:
-        """The command line that runs ``argv`` inside this node's namespace."""
-        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
+        """The command line that runs ``argv`` inside this node's network namespace. Only
+        the network namespace: `ip netns exec` would also give the process a mount
+        namespace of its own, holding a copy of every broker's log-dir mount, and a file
+        system unmounted for repair would stay alive (and read-only) in those copies."""
+        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv] if self.netns else argv
 
 
 @dataclass

@@ -169,6 +169,13 @@ def consume(a: argparse.Namespace, h: History) -> None:
 
 
 def _commit(c: Consumer, h: History) -> None:
+    # what this commit tries to store: if its answer is lost, the group may hold it anyway
+    try:
+        tried = {tp.partition: tp.offset for tp in c.position(c.assignment()) if tp.offset >= 0}
+    except KafkaException:
+        tried = {}
+    if tried:
+        h("commit_try", offsets=tried)
     try:
         for tp in c.commit(asynchronous=False) or []:
             if tp.error is None and tp.offset >= 0:
