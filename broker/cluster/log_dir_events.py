@@ -132,8 +132,8 @@ class LogDirEvents:
                     return
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("handling log dir event notifications failed; retrying")
+        except Exception as exc:  # ZooKeeper away, most likely: try again in a moment
+            log.warning("handling log dir event notifications failed (%s); retrying", exc or type(exc).__name__)
             await asyncio.sleep(RETRY_S)
             self._processing = None
             self._schedule()
