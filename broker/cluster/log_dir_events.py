@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 from kazoo.exceptions import NoNodeError
 
 from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
 
 from . import zk_layout as zk
 from .broker_channel import BrokerChannel
+from .zk_calls import off_loop
 
 if TYPE_CHECKING:
     from .node import ClusterNode
@@ -82,12 +84,12 @@ class LogDirEvents:
 
     async def _report(self) -> None:
         node = self.node
-        loop = asyncio.get_running_loop()
-        create = partial(node.membership.zk.create, zk.log_dir_event_path(), zk.encode_log_dir_event(node.broker_id),
+        zkc = node.membership.zk
+        create = partial(zkc.create, zk.log_dir_event_path(), zk.encode_log_dir_event(node.broker_id),
                          sequence=True, makepath=True)
         while not self.stopped:
             try:
-                path = await loop.run_in_executor(None, create)
+                path = await off_loop(zkc, ErrorCode.request_timed_out, create)
                 log.info("Added %s for broker %d", path, node.broker_id)
                 return
             except Exception as exc:
@@ -141,18 +143,8 @@ class LogDirEvents:
     async def _process_once(self) -> None:
         node = self.node
         zkc = node.membership.zk
-        loop = asyncio.get_running_loop()
-        try:
-            children = await loop.run_in_executor(None, zkc.get_children, zk.LOG_DIR_EVENT_NOTIFICATION)
-        except NoNodeError:
-            return
         by_broker: dict[int, list[str]] = {}
-        for child in sorted(children):
-            path = f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{child}"
-            try:
-                data, _ = await loop.run_in_executor(None, zkc.get, path)
-            except NoNodeError:
-                continue
+        for path, data in await off_loop(zkc, ErrorCode.request_timed_out, self._read_notifications):
             broker = zk.decode_log_dir_event(data)
             by_broker.setdefault(broker if broker is not None else -1, []).append(path)
         if not by_broker:
@@ -166,12 +158,32 @@ class LogDirEvents:
                 self._again = True  # unreachable for now: ask again
         if node.membership.controller_id != node.broker_id:
             return  # no longer the controller: the next one handles what is left
-        for path in done:
+        await off_loop(zkc, ErrorCode.request_timed_out, self._delete, done)
+        node._schedule_sync()
+
+    def _read_notifications(self) -> list[tuple[str, bytes]]:
+        """(path, data) of every notification (blocking: run off the event loop)."""
+        zkc = self.node.membership.zk
+        out = []
+        try:
+            children = zkc.get_children(zk.LOG_DIR_EVENT_NOTIFICATION)
+        except NoNodeError:
+            return out
+        for child in sorted(children):
+            path = f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{child}"
             try:
-                await loop.run_in_executor(None, zkc.delete, path)
+                out.append((path, zkc.get(path)[0]))
+            except NoNodeError:
+                continue
+        return out
+
+    def _delete(self, paths: list[str]) -> None:
+        zkc = self.node.membership.zk
+        for path in paths:
+            try:
+                zkc.delete(path)
             except NoNodeError:
                 pass
-        node._schedule_sync()
 
     async def _learn(self, broker: int) -> bool:
         """Find the offline replicas of ``broker`` and give them to the controller; False
