@@ -5,6 +5,10 @@ answer until the records the operation wrote are replicated (cluster mode: Kafka
 coordinator records with acks=all), and run the core's timers when it says they are due.
 An answer whose records did not reach the ISR (leadership moved, or the wait timed out)
 is never a success: it carries the error Kafka's coordinators map the append's error to.
+A core that acts on its writes' outcome (``tracks_writes``: the group coordinator shows a
+committed offset only once its record is) hears of each append's, through
+:meth:`CoordinatorShell.write_settled`, before the answers of the operation are released;
+appends made outside a request (timers) are settled in the background.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class CoordinatorShell:
     """Subclasses provide ``next_deadline_ms()`` and ``poll()`` of their core, and record
     each append of the running operation with :meth:`appended`."""
 
+    #: whether :meth:`write_settled` tells the core of each append's outcome
+    tracks_writes = False
+
     def __init__(self, replicas: ReplicaManager, commit_timeout_s: float, log: logging.Logger) -> None:
         self.replicas = replicas
         self.commit_timeout_s = commit_timeout_s
@@ -47,6 +54,8 @@ class CoordinatorShell:
         self._stopped = False
         #: cluster mode: (partition, next offset, leader epoch) of appends made by the current call
         self._appended: list[tuple[TopicPartition, int, int]] = []
+        #: background waits for appends no answer waits for
+        self._settling: set[asyncio.Task] = set()
 
     # --- to implement ---------------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
@@ -54,6 +63,10 @@ class CoordinatorShell:
 
     def poll(self) -> None:
         raise NotImplementedError
+
+    def write_settled(self, tp: TopicPartition, end: int, epoch: int, code: ErrorCode) -> None:
+        """(``tracks_writes``) The append to ``tp`` ending at ``end``, made at leader
+        ``epoch``, is committed (``code`` NONE) or failed; runs as one step of the core."""
 
     # --- appends --------------------------------------------------------------------------
     def appended(self, tp: TopicPartition, next_offset: int) -> None:
@@ -125,6 +138,8 @@ class CoordinatorShell:
 
     async def _after_replication(self, fut: asyncio.Future, appended: list) -> Any:
         bad = await self._not_replicated(appended)
+        # the core learns the outcome first: what the answer says is done shows before it goes
+        self.settle(appended, bad)
         resp = await fut
         if not bad:
             return resp
@@ -133,6 +148,36 @@ class CoordinatorShell:
         # (a timeout, too few replicas) COORDINATOR_NOT_AVAILABLE; both are retried
         moved = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error} & set(bad.values())
         return with_error(resp, ErrorCode.not_coordinator if moved else ErrorCode.coordinator_not_available)
+
+    # --- outcome of appends ----------------------------------------------------------------
+    def settle(self, appended: list[tuple[TopicPartition, int, int]], bad: dict[TopicPartition, ErrorCode]) -> None:
+        """Report each append's outcome (``bad``: the partitions whose wait failed) to the
+        core, as one step of it; what that step appends is settled in the background."""
+        if not self.tracks_writes or self._stopped:
+            return
+        with self.operation() as more:
+            for tp, end, epoch in appended:
+                try:
+                    self.write_settled(tp, end, epoch, bad.get(tp, ErrorCode.none))
+                except Exception:
+                    self.log.exception("reporting the outcome of an append to %s-%d failed", *tp)
+        self.reschedule()
+        self.settle_later(more)
+
+    def settle_later(self, appended: list[tuple[TopicPartition, int, int]]) -> None:
+        """Wait for these appends in the background, then :meth:`settle` them."""
+        if not appended or not self.tracks_writes or self._stopped:
+            return
+        self.background(self._settle(appended))
+
+    async def _settle(self, appended: list[tuple[TopicPartition, int, int]]) -> None:
+        self.settle(appended, await self._not_replicated(appended))
+
+    def background(self, coro: Any) -> None:
+        """Run ``coro`` on the loop, cancelled at :meth:`stop`."""
+        task = asyncio.ensure_future(coro)
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     # --- timers ---------------------------------------------------------------------------
     def reschedule(self) -> None:
@@ -159,17 +204,21 @@ class CoordinatorShell:
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = None
+        appended: list[tuple[TopicPartition, int, int]] = []
         try:
-            with self.operation():
+            with self.operation() as appended:
                 self.poll()
         except Exception:
             self.log.exception("coordinator timer failed")
         self.reschedule()
+        self.settle_later(appended)
 
     def stop(self) -> None:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+        for task in list(self._settling):
+            task.cancel()
 
 
 def with_error(resp: Any, code: ErrorCode) -> Any:
@@ -180,7 +229,7 @@ def with_error(resp: Any, code: ErrorCode) -> Any:
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(resp):
         value = getattr(resp, f.name)
-        if f.name == "error_code":
+        if f.name == "error_code" or f.name.endswith("_error_code"):
             if value == ErrorCode.none:
                 changes[f.name] = code
         elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):

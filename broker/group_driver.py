@@ -6,7 +6,10 @@ In cluster mode the coordinator of a group is the leader of its ``__consumer_off
 partition: the driver loads a partition's groups when this broker becomes its leader and
 drops them when leadership moves (:meth:`CoordinatorDriver.follow_leadership`), and a
 response that wrote records waits until the ISR has them (Kafka appends group records
-with acks=all), so a commit that was answered survives the loss of this broker.
+with acks=all), so a commit that was answered survives the loss of this broker. The
+coordinator shows what it wrote (a committed offset, an assignment) only once the high
+watermark passes it: the driver reports each append's outcome (:meth:`write_settled`)
+before the answers go, so no client reads an offset a failover could take back.
 
 Transactions: TxnOffsetCommit first asks the transaction coordinator whether the group's
 ``__consumer_offsets`` partition is in the producer's transaction (KIP-890, unless the
@@ -70,6 +73,8 @@ class TransactionVerifier(Protocol):
 
 
 class CoordinatorDriver(CoordinatorShell):
+    tracks_writes = True
+
     def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin,
                  broker: Broker | None = None):
         """``broker``: cluster mode, where the other brokers are (legacy partitions led there)."""
@@ -89,6 +94,9 @@ class CoordinatorDriver(CoordinatorShell):
         topics.internal_topic_creators[OFFSETS_TOPIC] = self.ensure_topic
         self._rebalance_watch = SlowRebalanceWatch()
         self._rebalance_check: asyncio.TimerHandle | None = None
+        #: partition -> the leader epoch at which its groups were last loaded: an append of
+        #: an earlier leadership was failed by the unload, whatever its wait reports later
+        self._loaded_epoch: dict[int, int] = {}
         self._schedule_rebalance_check()
         if replicas.replicated:
             self.coordinator.serve_only(())  # none until this broker leads a partition
@@ -172,6 +180,7 @@ class CoordinatorDriver(CoordinatorShell):
             n = self.coordinator.unload_partition(p)
             log.info("%s-%d moved away: unloaded %d groups", OFFSETS_TOPIC, p, n)
         for p in sorted(led - served):
+            self._loaded_epoch[p] = self.replicas.leader_epoch_of(OFFSETS_TOPIC, p)
             self.coordinator.start_loading([p])
             self.coordinator.serve_only([p])
             q = self.coordinator.legacy_partition(p)
@@ -231,7 +240,19 @@ class CoordinatorDriver(CoordinatorShell):
     def poll(self) -> None:
         self.coordinator.poll()
 
+    def write_settled(self, tp: tuple[str, int], end: int, epoch: int, code: ErrorCode) -> None:
+        if tp[0] != OFFSETS_TOPIC or epoch < self._loaded_epoch.get(tp[1], -1):
+            return
+        if code == ErrorCode.none:
+            self.coordinator.on_committed(tp[1], end)
+        else:
+            self.coordinator.on_write_failed(tp[1], end, code)
+
     # --- OffsetsLog protocol ------------------------------------------------------------------
+    def high_watermark(self, partition: int) -> int | None:
+        plog = self.replicas.logs.get(OFFSETS_TOPIC, partition)
+        return None if plog is None else plog.high_watermark
+
     def append(self, partition: int, records: list, *, producer_id: int = -1, producer_epoch: int = -1) -> int:
         # A KafkaError raised here carries the error code the coordinator maps for clients.
         # With a producer: Kafka's transactional batch (no sequence), which opens or extends
@@ -301,10 +322,26 @@ class CoordinatorDriver(CoordinatorShell):
         finally:
             self._guards.pop(key, None)
 
-    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool, marker_end: int | None = None) -> int:
         """A COMMIT/ABORT marker of ``producer_id`` was written into
-        __consumer_offsets-``partition``: its pending offsets there become committed or go.
-        Returns how many groups had some."""
-        n = self.coordinator.complete_transaction(partition, producer_id, commit)
+        __consumer_offsets-``partition``, ending at log offset ``marker_end``: its pending
+        offsets there become committed or go, once the marker is committed. Returns how
+        many groups have some."""
+        with self.operation() as appended:
+            n = self.coordinator.complete_transaction(partition, producer_id, commit, marker_end)
+        if marker_end is not None and self.replicas.replicated:
+            tp = (OFFSETS_TOPIC, partition)
+            self.background(self._settle_marker(tp, marker_end, self.replicas.leader_epoch_of(*tp)))
+        self.settle_later(appended)
         self.reschedule_soon()
         return n
+
+    async def _settle_marker(self, tp: tuple[str, int], end: int, epoch: int) -> None:
+        """Wait for a marker while this broker leads: it is the transaction coordinator's
+        write, which may see it committed after this wait timed out, and send no other."""
+        while True:
+            codes = await self.replicas.wait_for_high_watermark([(tp, end, epoch)], self.commit_timeout_s)
+            code = codes.get(tp, ErrorCode.none)
+            if code != ErrorCode.request_timed_out or self._stopped:
+                break
+        self.settle([(tp, end, epoch)], {tp: code} if code != ErrorCode.none else {})

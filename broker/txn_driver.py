@@ -253,7 +253,9 @@ class TransactionDriver(CoordinatorShell):
             if tp[0] == OFFSETS_TOPIC:
                 complete = getattr(self.broker.groups, "complete_transaction", None)
                 if complete is not None:
-                    complete(tp[1], producer_id, commit)
+                    # the offsets show once the marker is committed, as Kafka completes them
+                    # only after the marker's acks=all append
+                    complete(tp[1], producer_id, commit, marker_end=res.last_offset + 1)
         return results, waits
 
     def send_markers(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None]) -> None:

@@ -127,9 +127,9 @@ class GroupAdmin:
             return E.non_empty_group
         if not isinstance(group, ConsumerGroup) and not group.is_(_S.EMPTY):
             return E.non_empty_group
-        # Pending transactional offsets are deleted with the group: Kafka's deleteAllOffsets
-        # writes a tombstone for each partition only they hold, too.
-        keys = set(group.offsets).union(*group.pending_txn_offsets.values())
+        # Pending offsets (transactional, or waiting for their write) are deleted with the
+        # group: Kafka's deleteAllOffsets writes a tombstone for each partition only they hold.
+        keys = set(group.offsets).union(group.unreplicated_offsets, *group.pending_txn_offsets.values())
         records: list[Record] = [(encode_offset_commit_key(gid, topic, p), None) for topic, p in sorted(keys)]
         if isinstance(group, ConsumerGroup):
             records += [encode_record(r) for r in group_tombstones(group)]

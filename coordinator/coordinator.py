@@ -43,6 +43,10 @@ How the broker drives it
   that the partition :meth:`txn_offset_commit_partition` names is in the producer's
   transaction (KIP-890) and pass its answer; after writing a COMMIT/ABORT marker into a
   ``__consumer_offsets`` partition, call :meth:`complete_transaction`.
+* Replicated logs (``log.high_watermark(partition)``): what the coordinator wrote shows
+  (committed offsets, a SyncGroup's assignment) only once committed. After waiting for the
+  ISR, report each append's outcome with :meth:`on_committed` or :meth:`on_write_failed`,
+  before releasing the answers of the operation that made it (coordinator/writes.py).
 """
 
 from __future__ import annotations
@@ -224,6 +228,9 @@ class GroupCoordinator:
         """Leadership of the partition moved away (Kafka's onResignation): forget its
         groups, which answer NOT_COORDINATOR from now on. Returns how many were dropped."""
         state = self._state
+        # what waited for the partition's high watermark will not hear of it here any more:
+        # members parked on such a write are answered before their groups go
+        state.writes.fail_all(partition, ErrorCode.not_leader_or_follower)
         if state.owned is not None:
             state.owned.discard(partition)
         state.loading.pop(partition, None)
@@ -234,6 +241,25 @@ class GroupCoordinator:
 
     def served_partitions(self) -> set[int] | None:
         return None if self._state.owned is None else set(self._state.owned)
+
+    # ================================================================ replication
+    def on_committed(self, partition: int, offset: int) -> None:
+        """The high watermark of ``__consumer_offsets-<partition>`` reached ``offset``: what
+        the coordinator wrote below it takes effect (offsets show, assignments are sent)."""
+        try:
+            self._state.writes.committed(partition, offset)
+        finally:
+            self.poll()
+
+    def on_write_failed(self, partition: int, end: int, error: ErrorCode) -> None:
+        """The append to ``__consumer_offsets-<partition>`` that ended at log offset ``end``
+        did not reach the ISR (``error``: REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, ...):
+        its effects are dropped as Kafka drops them (committed offsets stay as they were,
+        the members waiting for an assignment are told the error)."""
+        try:
+            self._state.writes.failed(partition, end, error)
+        finally:
+            self.poll()
 
     # ================================================================ membership
     def join_group(self, req: Any, respond: Respond, *, client_id: str, client_host: str) -> None:
@@ -313,12 +339,14 @@ class GroupCoordinator:
         answered without a write (unknown partitions only, no group id, not coordinator)."""
         return self._txn_offsets.write_partition(req)
 
-    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool, marker_end: int | None = None) -> int:
         """The transaction of ``producer_id`` ended (its COMMIT or ABORT marker was written to
-        ``__consumer_offsets-<partition>``): its pending offsets in that partition's groups
-        become committed (``commit``) or are dropped. Returns how many groups had some. While
-        the partition loads, the loader replays the marker from the log instead."""
-        return self._txn_offsets.complete(partition, producer_id, commit)
+        ``__consumer_offsets-<partition>``, ending at log offset ``marker_end``): its pending
+        offsets in that partition's groups become committed (``commit``) or are dropped once
+        the marker is committed (at once without ``marker_end``). Returns how many groups
+        have some. While the partition loads, the loader replays the marker from the log
+        instead."""
+        return self._txn_offsets.complete(partition, producer_id, commit, marker_end)
 
     def offset_delete(self, req: Any, respond: Respond) -> None:
         """OffsetDelete v0: refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) for topics an

@@ -61,10 +61,11 @@ class Pending:
 @dataclass(slots=True, frozen=True)
 class TxnOffset:
     """An offset a transactional producer committed (TxnOffsetCommit), pending until its
-    transaction ends, with the log offset of its record: Kafka's
-    CommitRecordMetadataAndOffset. The position decides, when the transaction commits,
-    whether it replaces the group's committed offset: the record later in the log wins,
-    as compaction of ``__consumer_offsets`` would decide on replay."""
+    transaction ends, or an OffsetCommit's, pending until its record is committed, with
+    the log offset of its record: Kafka's CommitRecordMetadataAndOffset. The position
+    decides, when it becomes committed, whether it replaces the group's committed offset:
+    the record later in the log wins, as compaction of ``__consumer_offsets`` would decide
+    on replay."""
 
     value: OffsetCommitValue
     position: int
@@ -128,6 +129,11 @@ class GroupBase:
     offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
     #: producer id -> its pending transactional offsets (Kafka's pendingTransactionalOffsetCommits)
     pending_txn_offsets: dict[int, dict[tuple[str, int], TxnOffset]] = field(default_factory=dict)
+    #: offsets of OffsetCommits whose records are not committed yet (below the partition's
+    #: high watermark), in log order per partition: Kafka's pendingOffsetCommits. They show
+    #: nowhere until committed (coordinator/writes.py); a failed write leaves ``offsets`` as
+    #: it was
+    unreplicated_offsets: dict[tuple[str, int], list[TxnOffset]] = field(default_factory=dict)
 
     # --- offsets -------------------------------------------------------------------
     def commit_offset(self, key: tuple[str, int], value: OffsetCommitValue, position: int) -> None:
@@ -135,19 +141,47 @@ class GroupBase:
         self.offsets[key] = value
         self.offset_positions[key] = position
 
+    def stage_offset(self, key: tuple[str, int], value: OffsetCommitValue, position: int) -> TxnOffset:
+        """Kafka's prepareOffsetCommit: ``value`` was written at ``position`` and waits to be
+        committed; the entry returned is what :meth:`unstage_offset` takes out again."""
+        entry = TxnOffset(value, position)
+        self.unreplicated_offsets.setdefault(key, []).append(entry)
+        return entry
+
+    def unstage_offset(self, key: tuple[str, int], entry: TxnOffset) -> bool:
+        """Take ``entry`` out of the offsets waiting for their write; False when it is no
+        longer there (OffsetDelete or the group's deletion removed it, or the group was
+        loaded again): its write then decides nothing."""
+        staged = self.unreplicated_offsets.get(key)
+        if not staged or not any(e is entry for e in staged):
+            return False
+        staged[:] = [e for e in staged if e is not entry]
+        if not staged:
+            del self.unreplicated_offsets[key]
+        return True
+
     def has_pending_offset(self, key: tuple[str, int]) -> bool:
-        """Kafka's hasPendingOffsetCommitsForTopicPartition (for transactional commits)."""
-        return any(key in pending for pending in self.pending_txn_offsets.values())
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: an OffsetCommit not committed
+        yet, or a transaction's offset."""
+        return key in self.unreplicated_offsets or any(key in pending for pending in self.pending_txn_offsets.values())
+
+    def has_pending_offsets(self) -> bool:
+        """Whether any offset waits for its write or its transaction."""
+        return bool(self.unreplicated_offsets) or bool(self.pending_txn_offsets)
 
     def has_offsets(self) -> bool:
-        """Kafka's GroupMetadata.hasOffsets: committed or still pending in a transaction."""
-        return bool(self.offsets) or bool(self.pending_txn_offsets)
+        """Kafka's GroupMetadata.hasOffsets: committed, or still pending (its write or its
+        transaction)."""
+        return bool(self.offsets) or self.has_pending_offsets()
 
     def drop_pending_offsets(self, keys: set[tuple[str, int]]) -> None:
-        """Forget the pending transactional offsets of ``keys`` (their tombstone was written),
-        whichever producer holds them: Kafka's removeOffsets / replay of a tombstone. A
-        producer left with none keeps its (empty) entry: its transaction is still open and
-        the group stays non-empty until the marker, as in Kafka."""
+        """Forget the pending offsets of ``keys`` (their tombstone was written): those
+        waiting for their write, and the transactional ones of any producer (Kafka's
+        removeOffsets / replay of a tombstone). A producer left with none keeps its (empty)
+        entry: its transaction is still open and the group stays non-empty until the
+        marker, as in Kafka."""
+        for key in keys & self.unreplicated_offsets.keys():
+            del self.unreplicated_offsets[key]
         for pending in self.pending_txn_offsets.values():
             for key in keys & pending.keys():
                 del pending[key]
@@ -158,6 +192,7 @@ class GroupBase:
         self.offsets, other.offsets = other.offsets, {}
         self.offset_positions, other.offset_positions = other.offset_positions, {}
         self.pending_txn_offsets, other.pending_txn_offsets = other.pending_txn_offsets, {}
+        self.unreplicated_offsets, other.unreplicated_offsets = other.unreplicated_offsets, {}
 
 
 @dataclass(slots=True, eq=False)

@@ -181,9 +181,8 @@ class Offsets:
                     errors[key] = e
                 values = {}
         # values are in record order: the i-th lies at log offset base + i
-        for i, (key, value) in enumerate(values.items()):
-            group.commit_offset(key, value, base + i)
-            errors[key] = E.none
+        if values:
+            self._state.commit_when_written(group, [(key, value, base + i) for i, (key, value) in enumerate(values.items())])
         for key in keys:
             errors.setdefault(key, E.none)
         reply(respond, _commit_response(req, errors))
@@ -228,7 +227,9 @@ class Offsets:
             if err is not None:
                 return err, []
         offsets = group.offsets if group is not None else {}
-        unstable = require_stable and group is not None and bool(group.pending_txn_offsets)
+        # a commit whose record is not committed yet is pending too (Kafka's
+        # hasPendingOffsetCommitsForTopicPartition): the committed offset may change any moment
+        unstable = require_stable and group is not None and group.has_pending_offsets()
 
         def fetched(topic: str, p: int) -> dict[str, Any]:
             if unstable and group is not None and group.has_pending_offset((topic, p)):
@@ -269,14 +270,16 @@ class Offsets:
             deletable = {k for k in requested if not group.is_subscribed_to(k[0])}
         else:
             return group_error(E.non_empty_group)
-        # A pending transactional offset is deleted too (Kafka writes the tombstone for it and
-        # its replay drops the pending entry); the transaction itself stays open.
+        # A pending offset is deleted too, transactional (Kafka writes the tombstone for it and
+        # its replay drops the pending entry; the transaction itself stays open) or waiting for
+        # its write (the tombstone follows its record in the log).
         removed = sorted(k for k in deletable if k in group.offsets or group.has_pending_offset(k))
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in removed]
         dies = (
             isinstance(group, Group)
             and group.is_(_S.EMPTY)
             and not (set(group.offsets) - set(removed))
+            and not (set(group.unreplicated_offsets) - set(removed))
             and not group.pending_txn_offsets
             and not group.pending_members
         )
@@ -328,7 +331,7 @@ class Offsets:
                 if subscribed is not None and k[0] in subscribed:
                     continue
                 if pending and group.has_pending_offset(k):
-                    continue  # a transaction may still commit this partition (Kafka keeps it too)
+                    continue  # a transaction or a write may still commit it (Kafka keeps it too)
                 if v.expire_timestamp != -1:
                     if now >= v.expire_timestamp:
                         out.append(k)
@@ -336,7 +339,7 @@ class Offsets:
                     out.append(k)
             return out
 
-        pending = bool(group.pending_txn_offsets)
+        pending = group.has_pending_offsets()
         if isinstance(group, ConsumerGroup):
             return self._expire_consumer_group(group, expired(lambda v: v.commit_timestamp, group.subscribed_topics()))
         if group.protocol_type is None:
@@ -369,7 +372,7 @@ class Offsets:
         those of subscribed topics are kept), then maybeDeleteGroup: an empty group left
         without offsets nor open transactions is deleted."""
         remaining = set(group.offsets) - set(gone)
-        dies = group.is_empty() and not remaining and not group.pending_txn_offsets
+        dies = group.is_empty() and not remaining and not group.has_pending_offsets()
         if not gone and not dies:
             return
         records: list[Record] = [(encode_offset_commit_key(group.group_id, t, p), None) for t, p in sorted(gone)]

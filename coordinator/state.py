@@ -19,7 +19,9 @@ from coordinator.config import CoordinatorConfig
 from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from coordinator.group import Group, GroupBase, GroupState
 from coordinator.placement import java_string_hash, partition_for_key
+from coordinator.records import OffsetCommitValue
 from coordinator.timers import TimerQueue
+from coordinator.writes import UncommittedWrites
 
 if TYPE_CHECKING:
     from coordinator.loader import LoadState
@@ -48,7 +50,12 @@ E = ErrorCode
 
 
 class OffsetsLog(Protocol):
-    """Where the coordinator persists records: the ``__consumer_offsets`` partitions."""
+    """Where the coordinator persists records: the ``__consumer_offsets`` partitions.
+
+    A log that replicates them also has ``high_watermark(partition) -> int``: records below
+    it are committed, and what the coordinator wrote above it shows only once the broker
+    reports it committed (coordinator/writes.py). Without that method (a single broker's
+    log may omit it) every appended record counts as committed at once."""
 
     def append(
         self, partition: int, records: list[Record], *, producer_id: int = -1, producer_epoch: int = -1
@@ -72,10 +79,11 @@ def partition_for_group(group_id: str, num_partitions: int) -> int:
     return partition_for_key(group_id, num_partitions)
 
 
-def storage_error(exc: BaseException, *, commit: bool) -> ErrorCode:
-    """Kafka's mapping of append errors to what group clients understand
-    (GroupMetadataManager.storeGroup / storeOffsets)."""
-    code = getattr(exc, "error_code", None)
+def storage_error(exc: BaseException | ErrorCode, *, commit: bool) -> ErrorCode:
+    """Kafka's mapping of append errors (an exception, or the code a replication wait
+    reported) to what group clients understand (GroupMetadataManager.storeGroup /
+    storeOffsets)."""
+    code = exc if isinstance(exc, ErrorCode) else getattr(exc, "error_code", None)
     if code in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append, E.request_timed_out):
         return E.coordinator_not_available
     if code in (E.not_leader_or_follower, E.kafka_storage_error):
@@ -112,9 +120,17 @@ class CoordinatorState:
         #: producer id -> ids of the groups holding its pending transactional offsets (Kafka's
         #: openGroupsForProducer), so that a transaction's end finds them without a scan
         self.txn_groups: dict[int, set[str]] = {}
-        #: per partition, the log offset the next appended record is expected at: positions
-        #: of records when the log does not report them (see OffsetsLog.append)
+        #: per partition, the log offset after the last appended record: positions of
+        #: records when the log does not report them (see OffsetsLog.append), and the offset
+        #: the last write waits for (when_committed)
         self.log_end: dict[int, int] = {}
+        #: appended records not yet below their partition's high watermark, and what to do
+        #: once they are (or if their write fails)
+        self.writes = UncommittedWrites(self._high_watermark)
+
+    def _high_watermark(self, partition: int) -> int | None:
+        hw = getattr(self.log, "high_watermark", None)
+        return None if hw is None else hw(partition)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.config.offsets_topic_num_partitions)
@@ -162,6 +178,7 @@ class CoordinatorState:
             group.pending_members.clear()
         group.offsets.clear()
         group.offset_positions.clear()
+        group.unreplicated_offsets.clear()
         self.forget_pending(group)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
@@ -190,5 +207,42 @@ class CoordinatorState:
             base = self.log.append(partition, records)
         if not isinstance(base, int):
             base = self.log_end.get(partition, 0)
-        self.log_end[partition] = max(self.log_end.get(partition, 0), base + len(records))
+        # where this append ended, exactly: a leader's log truncated since an earlier
+        # leadership ends lower than it did then, and when_committed waits for this offset
+        self.log_end[partition] = base + len(records)
         return base
+
+    def commit_when_written(self, group: GroupBase, written: list[tuple[tuple[str, int], OffsetCommitValue, int]]) -> None:
+        """Right after appending the records of ``written`` ((topic, partition), value, log
+        offset of its record): they become the group's committed offsets once their records
+        are committed, the later record winning (Kafka's prepareOffsetCommit, then
+        onOffsetCommitAppend); a failed write drops them (failPendingOffsetWrite) and leaves
+        the committed offsets as they were."""
+        gid = group.group_id
+        staged = [(key, group.stage_offset(key, value, position)) for key, value, position in written]
+
+        def committed() -> None:
+            current = self.groups.get(gid)
+            if current is None:
+                return
+            for key, entry in staged:
+                if current.unstage_offset(key, entry) and (
+                    key not in current.offsets or current.offset_positions.get(key, -1) < entry.position
+                ):
+                    current.commit_offset(key, entry.value, entry.position)
+
+        def failed(_error: ErrorCode) -> None:
+            current = self.groups.get(gid)
+            if current is None:
+                return
+            for key, entry in staged:
+                current.unstage_offset(key, entry)
+            self.maybe_drop_unused(current)
+
+        self.when_committed(group.partition, committed, failed)
+
+    def when_committed(self, partition: int, on_commit: Callable[[], None],
+                       on_fail: Callable[[ErrorCode], None]) -> None:
+        """Right after an append to ``partition``: ``on_commit()`` once its records are
+        committed (at once when they are), ``on_fail(error)`` if the write fails instead."""
+        self.writes.after(partition, self.log_end.get(partition, 0), on_commit, on_fail)

@@ -243,18 +243,43 @@ class TxnOffsets:
             for key, _ in values:
                 errors[key] = e
             return
+        for key, _ in values:
+            errors[key] = E.none
         if producer_id < 0:
             # Without a producer the batch is not transactional: Kafka's replay stores such
-            # offsets as committed at once (only reachable with verification disabled).
-            for i, (key, value) in enumerate(values):
-                group.commit_offset(key, value, base + i)
-                errors[key] = E.none
+            # offsets as committed (only reachable with verification disabled), so they show
+            # once the record is, as an OffsetCommit's.
+            state.commit_when_written(group, [(key, value, base + i) for i, (key, value) in enumerate(values)])
             return
+        # Pending at once, as Kafka's prepareTxnOffsetCommit: they show nowhere before the
+        # transaction's marker, and keep OffsetFetch's stable reads waiting meanwhile.
         pending = group.pending_txn_offsets.setdefault(producer_id, {})
-        for i, (key, value) in enumerate(values):
-            pending[key] = TxnOffset(value, base + i)
-            errors[key] = E.none
+        written = [(key, TxnOffset(value, base + i)) for i, (key, value) in enumerate(values)]
+        pending.update(written)
         state.txn_groups.setdefault(producer_id, set()).add(group.group_id)
+        state.when_committed(group.partition, lambda: None,
+                             lambda _e: self._write_failed(group.group_id, producer_id, written))
+
+    def _write_failed(self, gid: str, producer_id: int, written: list[tuple[tuple[str, int], TxnOffset]]) -> None:
+        """Kafka's failPendingTxnOffsetCommit: offsets whose record did not reach the ISR are
+        no longer pending, so the transaction's COMMIT marker does not make them committed
+        (the client was told of the error and retries, writing them again)."""
+        state = self._state
+        group = state.groups.get(gid)
+        pending = group.pending_txn_offsets.get(producer_id) if group is not None else None
+        if group is None or pending is None:
+            return
+        for key, entry in written:
+            if pending.get(key) is entry:
+                del pending[key]
+        if not pending:
+            del group.pending_txn_offsets[producer_id]
+            gids = state.txn_groups.get(producer_id)
+            if gids is not None:
+                gids.discard(gid)
+                if not gids:
+                    del state.txn_groups[producer_id]
+            state.maybe_drop_unused(group)
 
     def _copy_legacy_commits(self, group: AnyGroup, moved: list[tuple[tuple[str, int], OffsetCommitValue]]) -> None:
         """Offsets committed from records of the legacy partition: written into the group's
@@ -270,16 +295,34 @@ class TxnOffsets:
             group.offset_positions[key] = base + i
 
     # ------------------------------------------------------------------ completion
-    def complete(self, partition: int, producer_id: int, commit: bool) -> int:
+    def complete(self, partition: int, producer_id: int, commit: bool, marker_end: int | None = None) -> int:
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in
         ``__consumer_offsets-<partition>``: complete the producer's pending offsets in the
-        groups of that partition (Kafka's handleTxnCompletion / completePendingTxnOffsetCommit).
-        Returns how many groups had some. A group left without offsets or members goes at
-        the next expiry run, as in Kafka."""
+        groups of that partition (Kafka's handleTxnCompletion / completePendingTxnOffsetCommit)
+        once the marker is committed: ``marker_end`` is the log offset after it (None: it
+        is committed already). Until then they stay pending, and if the marker's write
+        fails they wait for the one the transaction coordinator writes again. Returns how
+        many groups have some. A group left without offsets or members goes at the next
+        expiry run, as in Kafka."""
+        state = self._state
+        n = state.config.offsets_topic_num_partitions
+        due = sum(
+            1 for gid in state.txn_groups.get(producer_id, ())
+            if (g := state.groups.get(gid)) is not None and producer_id in g.pending_txn_offsets
+            and partition in (g.partition, legacy_partition(g.partition, n))
+        )
+        if marker_end is None:
+            self._complete(partition, producer_id, commit)
+        else:
+            state.writes.after(partition, marker_end, lambda: self._complete(partition, producer_id, commit),
+                               lambda _e: None)
+        return due
+
+    def _complete(self, partition: int, producer_id: int, commit: bool) -> None:
         state = self._state
         gids = state.txn_groups.get(producer_id)
         if not gids:
-            return 0
+            return
         done = 0
         n = state.config.offsets_topic_num_partitions
         for gid in list(gids):
@@ -312,4 +355,3 @@ class TxnOffsets:
             del state.txn_groups[producer_id]
         log.debug("producer %d: %s pending offsets of %d groups in partition %d",
                   producer_id, "committed" if commit else "aborted", done, partition)
-        return done

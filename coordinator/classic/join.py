@@ -244,37 +244,55 @@ class JoinGroup:
             if not same_protocol:
                 group.set_awaiting_join(member, join.pending())
                 return self._rebalance.maybe_prepare_rebalance(group)
+            def revert() -> None:
+                group.replace_static_member(instance_id, new_id, old_id)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                self._rebalance.touch(group, member)
+
             try:
                 self._state.append(group, [group_metadata_record(group)])
             except Exception as exc:
                 log.warning("group %s: persisting static member %s failed: %s", group.group_id, instance_id, exc)
-                group.replace_static_member(instance_id, new_id, old_id)
-                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-                self._rebalance.touch(group, member)
+                revert()
                 return join.fail(storage_error(exc, commit=False), "")
-            if join.version >= 9:
-                # v9+: tell a returning leader it leads, but must not re-run the assignor
-                # while the group is stable (skip_assignment).
-                is_leader = group.is_leader(new_id)
-                resp = join_response(
-                    join.req,
-                    E.none,
-                    new_id,
-                    group,
-                    leader=group.leader_id,
-                    members=list(group.members.values()) if is_leader else None,
-                    skip_assignment=is_leader,
-                )
-            else:
-                # Before v9, return the old leader id so a returning leader does not think it
-                # leads and compute an assignment a stable group would ignore.
-                resp = join_response(join.req, E.none, new_id, group, leader=old_leader)
-            return join.answer(resp)
+
+            def failed(error: ErrorCode) -> None:
+                log.warning("group %s: static member %s's record was not replicated (%s)",
+                            group.group_id, instance_id, error.name)
+                if self._state.groups.get(group.group_id) is group and group.static_members.get(instance_id) == new_id:
+                    revert()
+                join.fail(storage_error(error, commit=False), "")
+
+            # The member learns its new id once the record holding it is committed (Kafka
+            # answers in the append's callback); a failed write gives the old id back.
+            self._state.when_committed(group.partition, lambda: join.answer(self._rejoined(join, group, new_id, old_leader)),
+                                       failed)
+            return None
         group.set_awaiting_join(member, join.pending())
         if state is _S.COMPLETING_REBALANCE:
             # The leader may be assigning to the old member id: start over.
             self._rebalance.prepare_rebalance(group)
         # PREPARING_REBALANCE: it simply counts as rejoined under the new id.
+
+    @staticmethod
+    def _rejoined(join: JoinContext, group: Group, new_id: str, old_leader: str | None) -> Any:
+        """The answer to a static member that took its identity back in a stable group."""
+        if join.version >= 9:
+            # v9+: tell a returning leader it leads, but must not re-run the assignor
+            # while the group is stable (skip_assignment).
+            is_leader = group.is_leader(new_id)
+            return join_response(
+                join.req,
+                E.none,
+                new_id,
+                group,
+                leader=group.leader_id,
+                members=list(group.members.values()) if is_leader else None,
+                skip_assignment=is_leader,
+            )
+        # Before v9, return the old leader id so a returning leader does not think it
+        # leads and compute an assignment a stable group would ignore.
+        return join_response(join.req, E.none, new_id, group, leader=old_leader)
 
     # ------------------------------------------------------------------ joining the rebalance
     def _add_member_and_rebalance(self, group: Group, join: JoinContext, member_id: str) -> None:

@@ -1,8 +1,8 @@
 """SyncGroup v0-5: members collect their assignment; the leader's SyncGroup stores it.
 
 A member that syncs while the group is CompletingRebalance is parked until the leader's
-assignment is persisted in ``__consumer_offsets``; then every parked member is answered and
-the group becomes Stable.
+assignment is persisted in ``__consumer_offsets`` (its record committed: replicated to the
+ISR in a cluster); then every parked member is answered and the group becomes Stable.
 """
 
 from __future__ import annotations
@@ -112,8 +112,31 @@ class SyncGroup:
             log.warning("group %s: storing the assignment failed: %s", group.group_id, exc)
             self._rebalance.reset_and_propagate_assignment_error(group, storage_error(exc, commit=False))
             return self._rebalance.maybe_prepare_rebalance(group)
+        generation = group.generation
+
+        def current() -> bool:
+            # A member may have joined (or left) while the record waited: this assignment is
+            # then for a rebalance that is over, as Kafka's storeGroup callback checks.
+            return (self._state.groups.get(group.group_id) is group and group.is_(_S.COMPLETING_REBALANCE)
+                    and group.generation == generation)
+
+        def stored() -> None:
+            if current():
+                self._propagate(group, assignment)
+
+        def failed(error: ErrorCode) -> None:
+            if current():
+                log.warning("group %s: the assignment's record was not replicated (%s)", group.group_id, error.name)
+                self._rebalance.reset_and_propagate_assignment_error(group, storage_error(error, commit=False))
+                self._rebalance.maybe_prepare_rebalance(group)
+
+        # Members get the assignment once its record is committed, as Kafka's members do
+        # once its append is replicated: never one a failover could take back.
+        self._state.when_committed(group.partition, stored, failed)
+
+    def _propagate(self, group: Group, assignment: dict[str, bytes]) -> None:
         for m in group.members.values():
-            m.assignment = assignment[m.member_id]
+            m.assignment = assignment.get(m.member_id, b"")
             if m.awaiting_sync is not None:
                 p, m.awaiting_sync = m.awaiting_sync, None
                 reply(p.respond, sync_response(p.req, E.none, group, m.assignment))

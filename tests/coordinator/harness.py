@@ -48,6 +48,34 @@ class MemoryLog:
         return [r for recs in self.partitions.values() for r in recs]
 
 
+class ReplicatedLog(MemoryLog):
+    """The log of a cluster's ``__consumer_offsets`` partitions: appends (transactional ones
+    too) return their base offset, and only records below ``hw[partition]`` are committed.
+    :func:`replicate` plays the broker once the ISR has the records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hw: dict[int, int] = {}
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], **_: Any) -> int:
+        base = self.end(partition)
+        super().append(partition, records)
+        return base
+
+    def end(self, partition: int) -> int:
+        return len(self.partitions.get(partition, []))
+
+    def high_watermark(self, partition: int) -> int:
+        return self.hw.get(partition, 0)
+
+
+def replicate(c: GroupCoordinator, log: ReplicatedLog, partition: int, upto: int | None = None) -> None:
+    """The followers of ``partition`` caught up (to ``upto``, default the log end): its
+    high watermark moves and the broker tells the coordinator."""
+    log.hw[partition] = log.end(partition) if upto is None else upto
+    c.on_committed(partition, log.hw[partition])
+
+
 @cache
 def request_class(api: str, version: int) -> type:
     mod = importlib.import_module(f"kio.schema.{api}.v{version}.request")
