@@ -74,6 +74,12 @@ class CoordinatorShell:
         if self.replicas.replicated:
             self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
 
+    def uncommitted(self) -> list[tuple[TopicPartition, int, int]]:
+        """Earlier appends not yet replicated that an answer read from the core's state may
+        reflect, as (partition, log end, leader epoch): such an answer waits for them, as
+        Kafka 4's coordinators answer only from committed state. None by default."""
+        return []
+
     # --- the internal topic -------------------------------------------------------------------
     @staticmethod
     def create_internal_topic(topics: TopicAdmin, name: str, partitions: int, replication_factor: int,
@@ -118,6 +124,7 @@ class CoordinatorShell:
         with self.operation() as appended:
             op(req, respond, **kwargs)
         self.reschedule()
+        appended = appended or self.uncommitted()
         if appended:
             return self._after_replication(fut, appended)
         if fut.done():

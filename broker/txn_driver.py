@@ -99,6 +99,24 @@ class TransactionDriver(CoordinatorShell):
                                            internal_ok=True, acks=-1)
         self.appended((TRANSACTION_STATE_TOPIC, partition), res.last_offset + 1)
 
+    def uncommitted(self, partitions: list[int] | None = None) -> list[tuple[tuple[str, int], int, int]]:
+        """The served __transaction_state partitions whose log end is past the high
+        watermark: a state read now may rest on records a failover would take back (an
+        AddPartitionsToTxn retried after a timed-out write was answered 'already added' from
+        them, and the producer's next batch failed verification at the new coordinator)."""
+        if not self.replicas.replicated:
+            return []
+        out = []
+        for p in self.coordinator.served_partitions() if partitions is None else partitions:
+            try:
+                plog = self.replicas.leader(TRANSACTION_STATE_TOPIC, p).log
+            except KafkaError:
+                continue
+            if plog.log_end_offset > plog.high_watermark:
+                out.append(((TRANSACTION_STATE_TOPIC, p), plog.log_end_offset,
+                            self.replicas.leader_epoch_of(TRANSACTION_STATE_TOPIC, p)))
+        return out
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
         info = self.registry.get(topic)
         return info is not None and 0 <= partition < info.partitions
@@ -200,14 +218,29 @@ class TransactionDriver(CoordinatorShell):
         (verify_only) the broker that coordinates the id."""
         p, leader = self.coordinator_of(transactional_id)
         if leader == self.broker.node_id and p in self.coordinator.served_partitions():
-            got = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
-                                                     [TopicPartition(t, q) for t, q in partitions])
-            return {(tp.topic, tp.partition): code for tp, code in got.items()}
+            pending = self.uncommitted([p])
+            if pending:
+                return self._verify_when_committed(pending, transactional_id, producer_id, producer_epoch, partitions)
+            return self._verify_here(transactional_id, producer_id, producer_epoch, partitions)
         if self._channel is None or leader < 0:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         if leader == self.broker.node_id:
             return dict.fromkeys(partitions, ErrorCode.coordinator_load_in_progress)
         return self._verify_remote(leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    def _verify_here(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> Verified:
+        got = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                 [TopicPartition(t, q) for t, q in partitions])
+        return {(tp.topic, tp.partition): code for tp, code in got.items()}
+
+    async def _verify_when_committed(self, pending: list, transactional_id: str, producer_id: int,
+                                     producer_epoch: int, partitions: list[tuple[str, int]]) -> Verified:
+        if not await self.replicated(pending) or transactional_id is None:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if self.coordinator.partition_for(transactional_id) not in self.coordinator.served_partitions():
+            return dict.fromkeys(partitions, ErrorCode.not_coordinator)
+        return self._verify_here(transactional_id, producer_id, producer_epoch, partitions)
 
     async def _verify_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]]) -> Verified:

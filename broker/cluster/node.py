@@ -88,6 +88,7 @@ class ClusterNode:
         #: bumped on every sync: the Metadata cache key
         self.version = 0
         self.stopped = False
+        self.shutting_down = False
 
     # --- start / stop ---------------------------------------------------------------------------
     def start(self, local_cluster_id: str | None, new_cluster_id: str) -> str:
@@ -96,7 +97,6 @@ class ClusterNode:
         cluster_id = self.membership.start(local_cluster_id, new_cluster_id)
         self.metadata = ZkMetadata(self.membership.zk, on_change=self._changed_elsewhere)
         self.metadata.start()
-        self.shutting_down = False
         self.log_dir_events.start()
         self.sync()
         return cluster_id

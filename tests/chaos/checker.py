@@ -36,7 +36,10 @@ CHECKS = ["lost", "duplicate", "inconsistent_offset", "nonmonotonic_send", "nonm
 
 #: ERROR lines the faults themselves explain (a full or read-only disk is an error to log)
 EXPECTED_ERRORS = re.compile(r"No space left on device|Read-only file system|log dir .* (failed|offline)|"
-                             r"KAFKA_STORAGE_ERROR|all log dirs .* have failed", re.IGNORECASE)
+                             r"KAFKA_STORAGE_ERROR|all log dirs .* have failed|offline after a storage error",
+                             re.IGNORECASE)
+#: and once every log dir of a broker has failed, its exit (Kafka's shutdown on the last dir)
+AFTER_LAST_DIR = re.compile(r"Krait stopped after a fatal error")
 
 
 @dataclass
@@ -219,8 +222,14 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
             if sorted(members) != sorted(brokers):
                 r.add("isr_incomplete", {"partition": tp, "isr": members})
     for name, text in (broker_logs or {}).items():
+        dirs_failed = False  # in this life of the broker (the harness marks each start)
         for line in text.splitlines():
-            if "Traceback" in line or (" ERROR " in line and not EXPECTED_ERRORS.search(line)):
+            if line.startswith("==== chaos: start"):
+                dirs_failed = False
+            elif "have failed" in line and "log dirs" in line:
+                dirs_failed = True
+            if "Traceback" in line or (" ERROR " in line and not EXPECTED_ERRORS.search(line)
+                                       and not (dirs_failed and AFTER_LAST_DIR.search(line))):
                 r.add("broker_errors", {"log": name, "line": line[:300]})
     return r
 

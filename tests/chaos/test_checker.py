@@ -107,6 +107,14 @@ def test_replicas_isr_and_logs():
     assert r.counts["broker_errors"] == 1  # the full disk's ERROR is expected, the traceback is not
 
 
+def test_a_broker_exit_is_expected_only_after_its_last_log_dir_failed():
+    exit_line = "[t] ERROR krait.broker: Krait stopped after a fatal error (exit code 1)"
+    failed = "[t] CRITICAL krait.log_dir_failure: Shutdown broker because all log dirs in /d have failed"
+    assert checker.check(clean(), broker_logs={"b1.log": f"{failed}\n{exit_line}"}).ok
+    r = checker.check(clean(), broker_logs={"b1.log": f"{failed}\n==== chaos: start 10:00:00 ====\n{exit_line}"})
+    assert r.counts["broker_errors"] == 1
+
+
 def test_availability_counts_only_healthy_windows():
     acks = [(t, 0) for t in (1, 2, 3, 20, 21)]
     assert checker.availability(acks, [(0, 10), (15, 25)], 1) == {0: 7.0}

@@ -91,3 +91,50 @@ def test_coordinator_killed_mid_transaction(tmp_path, zk_connect):
         cl.brokers[coordinator].start()
         for part in range(2):
             cl.wait_isr("pay", part, 3, timeout=40)
+
+
+def test_state_not_yet_replicated_is_not_answered_from(tmp_path, zk_connect):
+    """Found by the chaos harness: an AddPartitionsToTxn whose record could not be
+    replicated (its answer an error), retried, was answered 'already added' at once from
+    the coordinator's unreplicated state; after the failover the new coordinator had never
+    heard of the partition, and the producer's batch failed verification with
+    INVALID_TXN_STATE. A coordinator answers only from state its ISR holds, as Kafka's do."""
+    with Cluster(tmp_path, zk_connect, **TXN, **{"offsets.commit.timeout.ms": "2000",
+                                                 "replica.lag.time.max.ms": "60000"}) as cl:
+        cl.create_topic("ledger", partitions=1, rf=3)
+        coordinator = wait_for(lambda: _coordinator(cl, "tx-fence"), 30, what="the coordinator")
+        cl.wait_isr("__transaction_state", 2, 3)
+        with WireClient("127.0.0.1", cl.brokers[coordinator].port) as w:
+            # the first InitProducerId may find no producer id block yet (retriable)
+            seen = []
+
+            def init_pid():
+                r = w.request(ApiKey.INIT_PRODUCER_ID, 1, transactional_id="tx-fence",
+                              transaction_timeout=60000)
+                seen.append(r.error_code)
+                return r.error_code == 0 and r
+
+            try:
+                init = wait_for(init_pid, 30, what="a producer id")
+            except AssertionError:
+                raise AssertionError(f"InitProducerId answers: {seen[:3]}...{seen[-3:]}") from None
+
+            def add() -> int:
+                r = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="tx-fence",
+                              v3_and_below_producer_id=init.producer_id,
+                              v3_and_below_producer_epoch=init.producer_epoch,
+                              v3_and_below_topics=[dict(name="ledger", partitions=[0])])
+                return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+            followers = [b for b in cl.brokers if b != coordinator]
+            for b in followers:
+                cl.freeze(b)
+            try:
+                first = add()
+                retried = add()
+            finally:
+                for b in followers:
+                    cl.thaw(b)
+            assert first != 0, "the record never reached the followers: no success"
+            assert retried != 0, "answered from state that only the coordinator's own log holds"
+            assert wait_for(lambda: add() == 0, 30, interval=0.5, what="the partition added once replicated") is not None
