@@ -9,6 +9,7 @@ plain attributes, replaced whole."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -58,6 +59,7 @@ class ZkMembership:
         self._lost = False
         self._suspended = False
         self._stopped = False
+        self._rejoining = threading.Lock()
 
     @property
     def connected(self) -> bool:
@@ -263,11 +265,21 @@ class ZkMembership:
                 time.sleep(1)
 
     def _rejoin(self) -> None:
+        """Register again and rejoin the election after a new session, until it gets
+        through: a failure while the connection stays up (a timed-out call, the old
+        session's registration outliving the wait) must not leave the broker unregistered,
+        which would keep it silently out of every ISR. One rejoin runs at a time."""
+        if not self._rejoining.acquire(blocking=False):
+            return
         try:
-            self._register()
-            self._elect()
-        except ZK_FAILURES as exc:  # gone again: the next reconnection rejoins
-            self._lost = True
-            log.warning("re-registering in ZooKeeper failed: %s", describe(exc))
-        except Exception:
-            log.exception("re-registering in ZooKeeper failed")
+            while not self._stopped:
+                try:
+                    self._register()
+                    self._elect()
+                    return
+                except (*ZK_FAILURES, ConfigError) as exc:
+                    log.warning("re-registering in ZooKeeper failed (%s); trying again",
+                                describe(exc) if isinstance(exc, ZK_FAILURES) else exc)
+                time.sleep(1)
+        finally:
+            self._rejoining.release()

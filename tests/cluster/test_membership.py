@@ -181,3 +181,35 @@ def test_frozen_broker_loses_its_session_then_registers_again(tmp_path, zk_conne
     finally:
         b1.stop()
         b2.stop()
+
+
+def test_registration_retried_until_it_gets_through(tmp_path, zk_connect, zk):
+    """A broker back from an expired session that cannot register at once (here another
+    session holds /brokers/ids/1 longer than the broker waits for an old session to end)
+    keeps trying: it used to give up after one attempt and stay unregistered while its
+    connection was fine, silently out of every ISR (found by the chaos harness's review)."""
+    import os
+    import signal
+
+    b1 = _broker(tmp_path, zk_connect, 1).start()
+    b2 = _broker(tmp_path, zk_connect, 2).start()
+    squatter = KazooClient(hosts=zk_connect)
+    squatter.start(10)
+    try:
+        os.kill(b1.proc.pid, signal.SIGSTOP)
+        try:
+            _wait(lambda: zk.get_children("/brokers/ids") == ["2"], 40)
+            squatter.create("/brokers/ids/1", b"{}", ephemeral=True)
+        finally:
+            os.kill(b1.proc.pid, signal.SIGCONT)
+        # the broker waits one session timeout (6 s) + 2 s for the node, then fails that attempt
+        _wait(lambda: "re-registering in ZooKeeper failed" in b1.log_text(), 30)
+        squatter.stop()
+        squatter.close()
+        _wait(lambda: zk.exists("/brokers/ids/1") and json.loads(zk.get("/brokers/ids/1")[0]).get("endpoints"), 20)
+        assert "Traceback" not in b1.log_text()
+    finally:
+        squatter.stop()
+        squatter.close()
+        b1.stop()
+        b2.stop()
