@@ -15,6 +15,12 @@ Pending transactional offsets (TxnOffsetCommit, ``Group.pending_txn_offsets``) a
 and completed in coordinator/txn_offsets.py; here they show as OffsetFetch's
 UNSTABLE_OFFSET_COMMIT when the client requires stable offsets, they keep their partition's
 committed offset from expiring and their group alive, and OffsetDelete removes them too.
+
+An OffsetCommit's offsets are pending the same way until their record is committed (below
+the partition's high watermark: ``Group.unreplicated_offsets``, Kafka's
+pendingOffsetCommits, coordinator/writes.py): OffsetFetch returns the offset committed
+before, or UNSTABLE_OFFSET_COMMIT to a stable read; expiry and OffsetDelete treat them as
+transactional ones. A failed write drops them.
 """
 
 from __future__ import annotations

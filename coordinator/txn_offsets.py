@@ -7,11 +7,13 @@ keeps them *pending* on the group (``Group.pending_txn_offsets``, Kafka's
 pendingTransactionalOffsetCommits): OffsetFetch does not return them, and answers
 UNSTABLE_OFFSET_COMMIT for their partitions when the client requires stable offsets
 (coordinator/offsets.py). Once the transaction coordinator has written the COMMIT or ABORT
-marker into that partition, the broker calls :meth:`TxnOffsets.complete`: a commit makes
-them the group's committed offsets, except where a plain OffsetCommit of the same partition
-was written after them (the later record wins, as on replay: Kafka's
-CommitRecordMetadataAndOffset ordering); an abort drops them. Loading replays both the
-pending offsets and the markers (coordinator/loader.py).
+marker into that partition, the broker calls :meth:`TxnOffsets.complete`, which acts once
+the marker is committed (Kafka completes them after the marker's acks=all append): a commit
+makes them the group's committed offsets, except where a plain OffsetCommit of the same
+partition was written after them (the later record wins, as on replay: Kafka's
+CommitRecordMetadataAndOffset ordering); an abort drops them. A TxnOffsetCommit whose
+record does not reach the ISR is no longer pending (Kafka's failPendingTxnOffsetCommit).
+Loading replays both the pending offsets and the markers (coordinator/loader.py).
 
 Checks and their precedence follow Kafka: KafkaApis.handleTxnOffsetCommitRequest (unknown
 partitions are answered first and go no further), GroupCoordinatorService.

@@ -18,6 +18,7 @@ at once: the callbacks run during the append's operation, as if nothing was defe
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +37,15 @@ class _Write:
     on_fail: Callable[[ErrorCode], None]
 
 
+def _end(write: _Write) -> int:
+    return write.end
+
+
 class UncommittedWrites:
     """Per ``__consumer_offsets`` partition, the registered writes not yet committed, in log
-    order. ``high_watermark(partition)`` is the log's (None: every appended record is
-    committed at once)."""
+    order (by end: a busy partition may hold many while a follower lags).
+    ``high_watermark(partition)`` is the log's (None: every appended record is committed at
+    once)."""
 
     def __init__(self, high_watermark: Callable[[int], int | None]) -> None:
         self._high_watermark = high_watermark
@@ -53,7 +59,7 @@ class UncommittedWrites:
         if hw is None or hw >= end:
             _run(on_commit)
             return
-        self._pending.setdefault(partition, []).append(_Write(end, on_commit, on_fail))
+        bisect.insort_right(self._pending.setdefault(partition, []), _Write(end, on_commit, on_fail), key=_end)
 
     def committed(self, partition: int, offset: int) -> None:
         """The high watermark of ``partition`` reached ``offset``: every write ending at or
@@ -61,8 +67,9 @@ class UncommittedWrites:
         writes = self._pending.get(partition)
         if not writes:
             return
-        done = [w for w in writes if w.end <= offset]
-        self._keep(partition, [w for w in writes if w.end > offset])
+        cut = bisect.bisect_right(writes, offset, key=_end)
+        done = writes[:cut]
+        self._keep(partition, writes[cut:])
         for w in done:
             _run(w.on_commit)
 
@@ -75,8 +82,9 @@ class UncommittedWrites:
         writes = self._pending.get(partition)
         if not writes:
             return
-        gone = [w for w in writes if w.end == end]
-        self._keep(partition, [w for w in writes if w.end != end])
+        lo, hi = bisect.bisect_left(writes, end, key=_end), bisect.bisect_right(writes, end, key=_end)
+        gone = writes[lo:hi]
+        self._keep(partition, writes[:lo] + writes[hi:])
         for w in gone:
             _run(w.on_fail, error)
 

@@ -10,10 +10,12 @@ whichever of them the controller elects next has it."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
@@ -239,3 +241,50 @@ def test_idempotent_producer_across_a_leader_cut_from_zookeeper(proxied):
     cl.wait_isr("pay", 0, 3, timeout=60)
     got = consume_all(cl.bootstrap, "pay", 2000)
     assert [int(v) for _, _, v in sorted(got, key=lambda r: r[1])] == list(range(2000))
+
+
+def _fetch_committed(cl: Cluster, broker: int, group: str, topic: str, isolation: str) -> int:
+    """What another client's ``Consumer.committed`` reads (OffsetFetch; read_committed asks
+    for stable offsets), through ``broker`` only."""
+    c = Consumer({"bootstrap.servers": cl.brokers[broker].bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        return c.committed([TopicPartition(topic, 0)], timeout=15)[0].offset
+    finally:
+        c.close()
+
+
+def test_a_commit_the_isr_does_not_have_is_never_fetched(proxied):
+    """The followers of the group's __consumer_offsets partition are stopped: a commit
+    reaches the coordinator's log only, times out and is answered with an error. Until then
+    and after, other clients read the offset committed before it (Kafka's pending offset
+    commit), never one a failover could take back; once the followers are back, a new
+    commit shows."""
+    cl = proxied.start()
+    coord = wait_for(lambda: _coordinator(cl, "g", 1) > 0 and _coordinator(cl, "g", 1), 40, what="a coordinator")
+    followers = [i for i in (1, 2, 3) if i != coord]
+    _create(cl, "u", [coord, *followers])
+    offsets = [("__consumer_offsets", p) for p in range(3)]
+    wait_for(lambda: _isrs_full(cl, offsets), 40, what="__consumer_offsets in sync")
+    produce(cl.bootstrap, "u", [b"v%d" % i for i in range(40)])
+    assert _commit(cl, coord, "g", "u", 10) == 0
+    assert _fetch_committed(cl, coord, "g", "u", "read_uncommitted") == 10
+    for f in followers:
+        cl.freeze(f)
+    try:
+        answer: dict[str, int] = {}
+        writer = threading.Thread(target=lambda: answer.setdefault("code", _commit(cl, coord, "g", "u", 30)))
+        writer.start()
+        time.sleep(0.5)  # the commit is in the coordinator's log, waiting for the ISR
+        assert _fetch_committed(cl, coord, "g", "u", "read_uncommitted") == 10, "an unreplicated commit was read"
+        writer.join(15)
+        assert answer.get("code") in (15, 16), answer  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+        assert _fetch_committed(cl, coord, "g", "u", "read_committed") == 10
+        assert _committed(cl, coord, "g", "u") == 10
+    finally:
+        for f in followers:
+            cl.thaw(f)
+    wait_for(lambda: _isrs_full(cl, offsets), 60, what="__consumer_offsets in sync again")
+    assert wait_for(lambda: _commit(cl, coord, "g", "u", 35) == 0, 30, what="a commit acknowledged")
+    assert _fetch_committed(cl, coord, "g", "u", "read_uncommitted") == 35
+    assert _fetch_committed(cl, coord, "g", "u", "read_committed") == 35

@@ -11,6 +11,7 @@ from typing import Any
 
 from coordinator import GroupCoordinator, GroupState
 from coordinator.records import decode_key
+from coordinator.writes import UncommittedWrites
 
 from .consumer.cg import CG, Consumer
 from .harness import Box, Client, E, Harness, ReplicatedLog, replicate, request, subscription
@@ -55,6 +56,23 @@ def marker(log: ReplicatedLog, partition: int) -> int:
     """The transaction coordinator's marker lands in the partition; the log offset after it."""
     log.partitions.setdefault(partition, []).append((b"marker", None))
     return log.end(partition)
+
+
+# ---------------------------------------------------------------------------- the tracker
+def test_writes_settle_in_log_order_and_fail_one_append_at_a_time() -> None:
+    hw = {0: 5}
+    w = UncommittedWrites(hw.get)
+    seen: list[str] = []
+    for end in (8, 6, 7):
+        w.after(0, end, lambda end=end: seen.append(f"ok{end}"), lambda e, end=end: seen.append(f"{e.name}{end}"))
+    w.after(0, 5, lambda: seen.append("ok5"), lambda e: seen.append("no"))  # below the HW: at once
+    w.after(1, 1, lambda: seen.append("ok-p1"), lambda e: seen.append("no"))  # the log cannot tell: at once
+    assert seen == ["ok5", "ok-p1"] and w.waiting(0) == 3
+    w.failed(0, 7, E.request_timed_out)
+    w.committed(0, 6)
+    assert seen[2:] == ["request_timed_out7", "ok6"] and w.waiting(0) == 1
+    w.fail_all(0, E.not_leader_or_follower)
+    assert seen[4:] == ["not_leader_or_follower8"] and w.waiting(0) == 0
 
 
 # ---------------------------------------------------------------------------- OffsetCommit
