@@ -118,6 +118,25 @@ def _wait_port(host: str, port: int, proc: Proc, timeout: float, probe: bytes | 
     raise RuntimeError(f"{proc.name} did not listen on {host}:{port} in {timeout}s: see {proc.log_path}")
 
 
+def _attach(image: Path) -> str:
+    """A loop device for ``image``. Some machines keep a read-only loop device around (seen
+    here: /dev/loop3); `losetup -f` hands it out first, so such a device is held while the
+    next one is tried, then let go."""
+    bad: list[str] = []
+    try:
+        for _ in range(8):
+            dev = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            ro = subprocess.run(["blockdev", "--getro", dev], capture_output=True, text=True).stdout.strip()
+            if ro == "0":
+                return dev
+            bad.append(dev)
+        raise OSError(f"no writable loop device (read-only: {', '.join(bad)})")
+    finally:
+        for dev in bad:
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
 class Disk:
     """A broker's log dir on a file system of its own, so that the disk nemesis can fill it
     or make it fail: an ext4 image on a loop device (root only; an I/O error is ext4's own
@@ -134,8 +153,7 @@ class Disk:
             return
         try:
             subprocess.run(["truncate", "-s", f"{size_mb}M", str(self.image)], check=True, capture_output=True)
-            self.device = subprocess.run(["losetup", "-f", "--show", str(self.image)], check=True,
-                                         capture_output=True, text=True).stdout.strip()
+            self.device = _attach(self.image)
             subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(self.device)], check=True, capture_output=True)
             self.mount()
         except (subprocess.CalledProcessError, OSError):

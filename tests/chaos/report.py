@@ -40,7 +40,7 @@ def summary(rr: RunResult) -> str:
     lines += ["", "| check | violations |", "|---|---|"]
     lines += [f"| {c} | {r.counts[c]} |" for c in CHECKS]
     worst = max(rr.availability.values(), default=0)
-    lines += ["", "Longest window with no acknowledged write while ZooKeeper and a majority of brokers were up, "
+    lines += ["", "Longest window with no acknowledged write while ZooKeeper and a majority of brokers were up and joined, "
               "per partition (s): " + ", ".join(f"{p}: {v}" for p, v in sorted(rr.availability.items()))
               + f" (worst {worst})."]
     lines += ["", "Faults (seconds from the start of the run):", ""]

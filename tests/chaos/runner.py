@@ -214,13 +214,14 @@ def _read_replicas(cluster: ChaosCluster) -> tuple[dict, dict]:
 
 
 def _healthy_windows(events: list[dict], start: float, end: float, brokers: int) -> list[tuple[float, float]]:
-    """Periods when ZooKeeper and a majority of brokers were up: the run minus each fault on
-    ZooKeeper (and, on a single node, each fault at all)."""
+    """Periods when ZooKeeper and a majority of brokers were up and joined: the run minus
+    each fault on ZooKeeper, each split (the majority of brokers cut from ZooKeeper can
+    elect nothing, in Kafka as here) and, on a single node, each fault at all."""
     bad, open_at = [], {}
     for e in events:
         if "kind" not in e:
             continue
-        down = e["kind"].startswith("zk-") or brokers == 1
+        down = e["kind"].startswith("zk-") or e["kind"] == "split" or brokers == 1
         if down and e["phase"] == "start":
             open_at[e["kind"]] = e["t"]
         elif down and e["phase"] == "heal" and e["kind"] in open_at:
