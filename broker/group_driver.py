@@ -159,13 +159,14 @@ class CoordinatorDriver(CoordinatorShell):
         log.info("loaded %d groups from %d %s records in %.3fs", len(self.coordinator.groups()), total,
                  OFFSETS_TOPIC, time.monotonic() - t0)
 
-    def _load_partition(self, p: int, legacy: list[LoadItem], records: list[LoadItem]) -> None:
+    def _load_partition(self, p: int, legacy: list[LoadItem], records: list[LoadItem], hw: int | None = None) -> None:
         """Load one partition after the records of its legacy partition, and delete there
-        what the load moved once its copies here are durable."""
+        what the load moved once its copies here are durable. ``hw``: records from there
+        on are not committed yet."""
         with self.operation() as appended:
             if self.coordinator.legacy_partition(p) != p:
                 self.coordinator.load_legacy_partition(p, legacy)
-            self.coordinator.load_partition(p, records)
+            self.coordinator.load_partition(p, records, high_watermark=hw)
             moved = self.coordinator.finished_loading(p)
         if moved is not None:
             self._legacy.delete(moved, p, appended)
@@ -194,9 +195,14 @@ class CoordinatorDriver(CoordinatorShell):
 
     def _load_led(self, p: int, legacy: list[LoadItem]) -> None:
         plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
-        # the new leader's log is the truth now: load all of it, up to its end
+        # the new leader's log is the truth now: load all of it, up to its end; what lies
+        # past its high watermark shows once the followers have it
         records = list(read_partition(plog, plog.log_end_offset)) if plog is not None else []
-        self._load_partition(p, legacy, records)
+        hw = plog.high_watermark if plog is not None else None
+        self._load_partition(p, legacy, records, hw)
+        if plog is not None and hw is not None and hw < plog.log_end_offset:
+            tp = (OFFSETS_TOPIC, p)
+            self.background(self._settle_while_leading(tp, plog.log_end_offset, self.replicas.leader_epoch_of(*tp)))
         log.info("leading %s-%d: loaded %d records", OFFSETS_TOPIC, p, len(records))
         self.reschedule_soon()
 
@@ -331,14 +337,16 @@ class CoordinatorDriver(CoordinatorShell):
             n = self.coordinator.complete_transaction(partition, producer_id, commit, marker_end)
         if marker_end is not None and self.replicas.replicated:
             tp = (OFFSETS_TOPIC, partition)
-            self.background(self._settle_marker(tp, marker_end, self.replicas.leader_epoch_of(*tp)))
+            self.background(self._settle_while_leading(tp, marker_end, self.replicas.leader_epoch_of(*tp)))
         self.settle_later(appended)
         self.reschedule_soon()
         return n
 
-    async def _settle_marker(self, tp: tuple[str, int], end: int, epoch: int) -> None:
-        """Wait for a marker while this broker leads: it is the transaction coordinator's
-        write, which may see it committed after this wait timed out, and send no other."""
+    async def _settle_while_leading(self, tp: tuple[str, int], end: int, epoch: int) -> None:
+        """Wait for records no answer of the coordinator waits for (a marker, the part of a
+        new leader's log past its high watermark) as long as this broker leads: they are
+        committed whenever the followers have them, however late (a marker's sender may
+        see it committed after a wait of ours timed out, and send no other)."""
         while True:
             codes = await self.replicas.wait_for_high_watermark([(tp, end, epoch)], self.commit_timeout_s)
             code = codes.get(tp, ErrorCode.none)

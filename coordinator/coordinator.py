@@ -190,15 +190,17 @@ class GroupCoordinator:
     def is_loading(self, partition: int) -> bool:
         return self._loader.is_loading(partition)
 
-    def load_partition(self, partition: int, records: Iterable[LoadItem]) -> None:
+    def load_partition(self, partition: int, records: Iterable[LoadItem], *, high_watermark: int | None = None) -> None:
         """Replay ``__consumer_offsets-<partition>`` in log order: (offset, key, value) records,
         or (offset, key, value, producer_id, transactional) ones, and
         :class:`~coordinator.loader.TxnMarker` for the COMMIT/ABORT control batches. May be
         called repeatedly (chunks). Never raises for bad records: unknown versions are
         skipped, malformed ones logged and skipped. Transactional offsets stay pending until
         their producer's marker; those still pending at the end wait for the marker the
-        transaction coordinator will write (:meth:`complete_transaction`)."""
-        self._loader.replay(partition, records)
+        transaction coordinator will write (:meth:`complete_transaction`).
+        ``high_watermark``: a new leader's records from there on are not committed yet; the
+        offsets they commit show once :meth:`on_committed` passes the loaded log end."""
+        self._loader.replay(partition, records, high_watermark)
 
     def legacy_partition(self, partition: int) -> int:
         """The partition where Krait's former placement put some of ``partition``'s groups

@@ -89,6 +89,10 @@ class LoadState:
     legacy: LegacyGroups | None = None
     #: one past the last offset replayed (where the coordinator's next record will go)
     end: int = 0
+    #: the log's high watermark (None: every record is committed); an offset committed by
+    #: a record at or past it goes to ``tail`` and shows once the records are committed
+    hw: int | None = None
+    tail: dict[OffsetKey, TxnOffset] = field(default_factory=dict)
 
 
 class _LoadingGroups:
@@ -134,8 +138,10 @@ class GroupLoader:
     def is_loading(self, partition: int) -> bool:
         return partition in self._state.loading
 
-    def replay(self, partition: int, records: Iterable[LoadItem]) -> None:
+    def replay(self, partition: int, records: Iterable[LoadItem], high_watermark: int | None = None) -> None:
         st = self._state.loading.setdefault(partition, LoadState())
+        if high_watermark is not None:
+            st.hw = high_watermark
 
         def apply(item: LoadItem) -> None:
             offset = item[0]
@@ -199,12 +205,16 @@ class GroupLoader:
             okey = (k.group, k.topic, k.partition)
             if value is None:
                 st.offsets[okey] = None
+                st.tail.pop(okey, None)
                 tp = (k.topic, k.partition)
                 for by_group in st.pending.values():
                     by_group.get(k.group, {}).pop(tp, None)
             elif producer_id >= 0:
                 pending = st.pending.setdefault(producer_id, {}).setdefault(k.group, {})
                 pending[(k.topic, k.partition)] = TxnOffset(decode_offset_commit_value(value), offset)
+            elif st.hw is not None and offset >= st.hw:
+                # a new leader's record the ISR may not have yet: the offset before it stays
+                st.tail[okey] = TxnOffset(decode_offset_commit_value(value), offset)
             else:
                 st.offsets[okey] = decode_offset_commit_value(value)
                 st.positions[okey] = offset
@@ -225,9 +235,19 @@ class GroupLoader:
         by_group = st.pending.pop(marker.producer_id, None)
         if by_group is None or not marker.commit:
             return
+        uncommitted = st.hw is not None and marker.offset >= st.hw
         for gid, entries in by_group.items():
             for (topic, p), entry in entries.items():
                 okey = (gid, topic, p)
+                later = st.tail.get(okey)
+                if later is not None and later.position > entry.position:
+                    continue
+                if uncommitted:
+                    # shown once the marker is committed, as a live completion
+                    if st.offsets.get(okey) is None or st.positions.get(okey, -1) < entry.position:
+                        st.tail[okey] = entry
+                    continue
+                st.tail.pop(okey, None)
                 # the later record wins, whichever kind it is
                 if st.offsets.get(okey) is None or st.positions.get(okey, -1) < entry.position:
                     st.offsets[okey] = entry.value
@@ -264,6 +284,7 @@ class GroupLoader:
                 group.pending_txn_offsets[pid] = dict(entries)
                 state.txn_groups.setdefault(pid, set()).add(gid)
         state.log_end[partition] = max(state.log_end.get(partition, 0), st.end)
+        self._stage_tail(partition, st, now)
         moved = None
         if st.legacy is not None:
             attach_pending(state, st.legacy, partition, now)
@@ -279,6 +300,19 @@ class GroupLoader:
             st.strays,
         )
         return moved
+
+    def _stage_tail(self, partition: int, st: LoadState, now: int) -> None:
+        """Offsets committed by records past the high watermark: staged until the loaded log
+        end is committed (Kafka 4's coordinator loads them into its timeline above the last
+        committed offset), over the offsets committed before them."""
+        by_group: dict[str, list[tuple[tuple[str, int], OffsetCommitValue, int]]] = {}
+        for (gid, topic, p), entry in st.tail.items():
+            by_group.setdefault(gid, []).append(((topic, p), entry.value, entry.position))
+        for gid, written in by_group.items():
+            group = self._state.groups.get(gid)
+            if group is None:
+                group = self._state.groups[gid] = Group(gid, partition, state_timestamp=now)
+            self._state.commit_when_written(group, written)
 
     def _group_from_record(self, gid: str, partition: int, v: GroupMetadataValue) -> Group:
         group = Group(gid, partition, generation=v.generation, protocol_type=v.protocol_type or None)

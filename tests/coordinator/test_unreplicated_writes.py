@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator import GroupCoordinator, GroupState
-from coordinator.records import decode_key
+from coordinator.loader import TxnMarker
+from coordinator.records import OffsetCommitValue, decode_key, encode_offset_commit_key, encode_offset_commit_value
 from coordinator.writes import UncommittedWrites
 
 from .consumer.cg import CG, Consumer
@@ -211,6 +212,52 @@ def test_consumer_protocol_commit_waits_for_its_record() -> None:
     assert committed() == -1
     replicate(cg.c, log, p)
     assert committed() == 12
+
+
+# ---------------------------------------------------------------------------- a new leader's load
+def _record(offset: int, committed: int, *txn: int) -> tuple:
+    value = encode_offset_commit_value(OffsetCommitValue(committed, "", 1_700_000_000_000))
+    return (offset, encode_offset_commit_key("s", "t", 0), value, *((txn[0], True) if txn else ()))
+
+
+def _new_leader(records: list, hw: int) -> tuple[Harness, ReplicatedLog, int]:
+    """A broker that becomes the partition's leader with ``records`` in its log, committed
+    below ``hw`` only, and loads them."""
+    h, log = cluster()
+    p = h.c.partition_for("s")
+    log.partitions[p] = [(b"", None)] * len(records)
+    log.hw[p] = hw
+    h.c.start_loading([p])
+    h.c.load_partition(p, records, high_watermark=hw)
+    h.c.finished_loading(p)
+    return h, log, p
+
+
+def test_a_new_leader_shows_what_its_log_holds_past_the_high_watermark_once_committed() -> None:
+    """Kafka 4's coordinator loads its whole log but reads at the last committed offset: a
+    commit the old leader had not replicated to every follower waits, the one before shows."""
+    h, log, p = _new_leader([_record(0, 10), _record(1, 20)], hw=1)
+    assert fetched(h, "s") == (10, E.none)
+    assert fetched(h, "s", stable=True) == (-1, E.unstable_offset_commit)
+    replicate(h.c, log, p)
+    assert fetched(h, "s") == (20, E.none)
+    h, log, p = _new_leader([_record(0, 10), _record(1, 20)], hw=1)
+    h.c.unload_partition(p)  # its leadership moved on before the followers caught up
+    assert h.c.group("s") is None
+    h, log, p = _new_leader([_record(0, 10), _record(1, 20)], hw=2)
+    assert fetched(h, "s") == (20, E.none)
+
+
+def test_a_new_leader_completes_a_transaction_past_its_high_watermark_once_committed() -> None:
+    records = [_record(0, 10), _record(1, 30, PID), TxnMarker(2, PID, True)]
+    h, log, p = _new_leader(records, hw=2)
+    assert fetched(h, "s") == (10, E.none)
+    replicate(h.c, log, p)
+    assert fetched(h, "s") == (30, E.none)
+    h, log, p = _new_leader([*records, _record(3, 40)], hw=1)  # the later plain commit wins
+    assert fetched(h, "s") == (10, E.none)
+    replicate(h.c, log, p)
+    assert fetched(h, "s") == (40, E.none)
 
 
 # ---------------------------------------------------------------------------- transactions
