@@ -233,6 +233,8 @@ class GroupCoordinator:
         # what waited for the partition's high watermark will not hear of it here any more:
         # members parked on such a write are answered before their groups go
         state.writes.fail_all(partition, ErrorCode.not_leader_or_follower)
+        # the next leadership's log may end lower (truncated): its load says where
+        state.log_end.pop(partition, None)
         if state.owned is not None:
             state.owned.discard(partition)
         state.loading.pop(partition, None)

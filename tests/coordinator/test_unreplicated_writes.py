@@ -248,6 +248,24 @@ def test_a_new_leader_shows_what_its_log_holds_past_the_high_watermark_once_comm
     assert fetched(h, "s") == (20, E.none)
 
 
+def test_a_leader_back_with_a_shorter_log_waits_for_its_own_end() -> None:
+    """Leadership left and came back while the log was truncated: what the load stages
+    waits for the new log's end, not for where the log ended before."""
+    h, log = cluster()
+    p = h.c.partition_for("s")
+    for offset in (1, 2, 3, 4):
+        h.commit("s", {("t", 0): offset})
+    h.c.unload_partition(p)
+    log.partitions[p] = [(b"", None)] * 2
+    log.hw[p] = 1
+    h.c.start_loading([p])
+    h.c.load_partition(p, [_record(0, 10), _record(1, 20)], high_watermark=1)
+    h.c.finished_loading(p)
+    assert fetched(h, "s") == (10, E.none)
+    replicate(h.c, log, p)
+    assert fetched(h, "s") == (20, E.none)
+
+
 def test_a_new_leader_completes_a_transaction_past_its_high_watermark_once_committed() -> None:
     records = [_record(0, 10), _record(1, 30, PID), TxnMarker(2, PID, True)]
     h, log, p = _new_leader(records, hw=2)
