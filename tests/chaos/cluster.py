@@ -194,8 +194,12 @@ class Disk:
         Path(f"/sys/fs/ext4/{Path(self.device).name}/trigger_fs_error").write_text("1")
 
     def repair(self) -> None:
-        """After fail(), with the broker stopped: unmount, fsck, mount again."""
+        """After fail(), with the broker stopped: unmount, fsck, mount again (on a loop
+        device attached anew if the old one went away with the unmount)."""
         subprocess.run(["umount", str(self.path)], check=True, capture_output=True)
+        self.mounted = False
+        if subprocess.run(["losetup", str(self.device)], capture_output=True).returncode != 0:
+            self.device = _attach(self.image)
         subprocess.run(["e2fsck", "-f", "-y", str(self.device)], capture_output=True)
         self.mount()
         if os.statvfs(self.path).f_flag & os.ST_RDONLY:
@@ -255,6 +259,10 @@ class ChaosCluster:
         return {**BROKER_CONFIG, **conf, "zookeeper.connect": self.zk_connect}
 
     def start_broker(self, i: int, timeout: float = 60.0) -> None:
+        if self.disks[i].device is not None and not self.disks[i].mounted:
+            # never on the bare mount point: that is a broker whose disk was swapped for an
+            # empty one, a different fault from the one the schedule asked for
+            raise RuntimeError(f"b{i}'s log dir {self.disks[i].path} is not mounted")
         argv = [sys.executable, "-m", "broker"]
         for k, v in self.broker_config(i).items():
             argv += ["--override", f"{k}={v}"]
