@@ -151,6 +151,7 @@ BROKER_KEYS: dict[str, tuple] = {
     "replica.fetch.max.bytes": (_int, "1048576"),
     "replica.fetch.response.max.bytes": (_int, "10485760"),
     "replica.fetch.wait.max.ms": (_int, "500"),
+    "replica.socket.timeout.ms": (_int, "30000"),
     "replica.fetch.backoff.ms": (_int, "1000"),
     "num.replica.fetchers": (_int, "1"),
     "controlled.shutdown.enable": (_bool, "true"),

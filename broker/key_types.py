@@ -39,7 +39,7 @@ BROKER_KEY_TYPES: dict[str, str] = {
     "group.consumer.min.heartbeat.interval.ms": "INT", "group.consumer.max.heartbeat.interval.ms": "INT",
     "group.consumer.max.size": "INT", "group.consumer.assignors": "LIST", "group.consumer.migration.policy": "STRING",
     "replica.lag.time.max.ms": "LONG", "replica.fetch.max.bytes": "INT", "replica.fetch.response.max.bytes": "INT",
-    "replica.fetch.wait.max.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
+    "replica.fetch.wait.max.ms": "INT", "replica.socket.timeout.ms": "INT", "replica.fetch.backoff.ms": "INT", "num.replica.fetchers": "INT",
     "controlled.shutdown.enable": "BOOLEAN", "auto.leader.rebalance.enable": "BOOLEAN",
     "leader.imbalance.check.interval.seconds": "LONG", "leader.imbalance.per.broker.percentage": "INT", "offsets.commit.timeout.ms": "INT",
     "transaction.state.log.num.partitions": "INT", "transaction.state.log.segment.bytes": "INT",

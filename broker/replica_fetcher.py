@@ -41,6 +41,8 @@ class ReplicaFetcher:
         #: partitions backing off after an error: tp -> loop time to retry at
         self.delayed: dict[TopicPartition, float] = {}
         self.task: asyncio.Task | None = None
+        #: loop time the Fetch in flight was sent at (None: none in flight)
+        self.sent_at: float | None = None
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self._run())
@@ -103,12 +105,18 @@ class ReplicaFetcher:
             return False
         sent = {(t, p["partition"]): (self.partitions[(t, p["partition"])], p["fetch_offset"])
                 for t, ps in topics.items() for p in ps}
-        resp = await peer.request(
-            ApiKey.FETCH, FETCH_VERSION, f"broker-{m.broker_id}-fetcher-{self.leader_id}",
-            replica_id=m.broker_id, max_wait=m.max_wait_ms, min_bytes=1, max_bytes=m.response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[dict(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+        self.sent_at = asyncio.get_running_loop().time()
+        try:
+            # replica.socket.timeout.ms: a connection whose packets are being dropped never
+            # fails by itself (TCP retries for many minutes)
+            resp = await asyncio.wait_for(peer.request(
+                ApiKey.FETCH, FETCH_VERSION, f"broker-{m.broker_id}-fetcher-{self.leader_id}",
+                replica_id=m.broker_id, max_wait=m.max_wait_ms, min_bytes=1, max_bytes=m.response_max_bytes,
+                isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[dict(topic=t, partitions=ps) for t, ps in topics.items()],
+                forgotten_topics_data=[], rack_id=""), m.socket_timeout_s)
+        finally:
+            self.sent_at = None
         if resp.error_code:
             raise KafkaError(ErrorCode(resp.error_code), "fetch from leader refused")
         for t in resp.responses:
@@ -176,6 +184,10 @@ class ReplicaFetcher:
         else:
             self.delayed[(plog.topic, plog.partition)] = asyncio.get_running_loop().time() + self.manager.backoff_s
 
+    def stuck(self, longer_than: float) -> bool:
+        """A Fetch has been in flight for more than ``longer_than`` seconds."""
+        return self.sent_at is not None and asyncio.get_running_loop().time() - self.sent_at > longer_than
+
     def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
@@ -186,7 +198,7 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, replicas: ReplicaManager, endpoint_of: Callable[[int], tuple[str, int] | None],
                  *, fetch_max_bytes: int, response_max_bytes: int, max_wait_ms: int, backoff_ms: int,
-                 security: ClientSecurity | None = None) -> None:
+                 socket_timeout_ms: int = 30000, security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         #: TLS / SASL towards the leaders (the inter-broker listener's)
         self.security = security
@@ -196,6 +208,7 @@ class ReplicaFetcherManager:
         self.response_max_bytes = response_max_bytes
         self.max_wait_ms = max_wait_ms
         self.backoff_s = backoff_ms / 1000
+        self.socket_timeout_s = max(socket_timeout_ms, max_wait_ms) / 1000
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def update(self, follow: dict[TopicPartition, tuple[int, int]]) -> None:
@@ -212,9 +225,21 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
                 fetcher.start()
-            for tp in [tp for tp in fetcher.partitions if parts.get(tp) != fetcher.partitions[tp]]:
+            changed = [tp for tp in fetcher.partitions if parts.get(tp) != fetcher.partitions[tp]]
+            for tp in changed:
                 fetcher.delayed.pop(tp, None)
             fetcher.partitions = parts
+            if changed and fetcher.stuck(self.max_wait_ms / 1000 + 1.0):
+                # a new epoch of the same leader (it was re-elected, e.g. after a network
+                # cut healed) while our Fetch has been out longer than the leader may hold
+                # it: that connection predates the change and may be waiting out TCP's
+                # retransmission backoff (seen: 12 s after a cut healed); start afresh
+                log.info("fetch from broker %d unanswered for %.1fs: reconnecting", leader_id,
+                         asyncio.get_running_loop().time() - fetcher.sent_at)
+                fetcher.stop()
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+                fetcher.partitions = parts
+                fetcher.start()
 
     def stop(self) -> None:
         for f in self.fetchers.values():

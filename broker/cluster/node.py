@@ -70,6 +70,7 @@ class ClusterNode:
             self.broker_id, replicas, self.endpoint_of, fetch_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
             max_wait_ms=config["replica.fetch.wait.max.ms"], backoff_ms=config["replica.fetch.backoff.ms"],
+            socket_timeout_ms=config["replica.socket.timeout.ms"],
             security=self.inter_broker_security)
         self.controller = Controller(self.broker_id, write=self._write_state, unclean=self._unclean,
                                      retry=lambda: self._schedule_sync(delay=0.5))
