@@ -10,13 +10,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
 from protocol.client_errors import ClientError
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
+from tests.broker.test_log_dirs import _consume
 from tests.broker.test_metrics_http import scrape, value
 from tests.disk_harness import Tmpfs
 from tests.krait_harness import BrokerProcess, free_port
@@ -54,22 +54,6 @@ def _end_offset(c: WireClient, topic: str, partition: int) -> int:
     return p.offset
 
 
-def _consume_all(bootstrap: str, topic: str, partition: int, expected: int, timeout: float = 30.0) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "fetch.message.max.bytes": 1 << 20})
-    c.assign([TopicPartition(topic, partition, 0)])
-    out: list = []
-    deadline = time.monotonic() + timeout
-    while len(out) < expected and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None or (m.error() and m.error().code() == KafkaError._PARTITION_EOF):
-            continue
-        assert not m.error(), m.error()
-        out.append((m.offset(), m.value()))
-    c.close()
-    return out
-
-
 def _fill(c: WireClient, topic: str, partition: int) -> list[tuple[int, bytes]]:
     """Produce to the partition until its disk is full; the acknowledged (offset, value)s."""
     acked = []
@@ -89,7 +73,7 @@ def _check_recovered(bp: BrokerProcess, topic: str, acked: dict[int, list]) -> N
             # the append that hit the full disk left nothing behind: the log ends after the last ack
             assert _end_offset(c, topic, p) == len(records), p
     for p, records in acked.items():
-        assert _consume_all(bp.bootstrap, topic, p, len(records)) == records, p
+        assert _consume(bp.bootstrap, topic, len(records), partition=p) == records, p
 
 
 def test_full_log_dir_goes_offline_while_the_other_keeps_serving(tmp_path):
