@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.chaos import report, runner  # noqa: E402
+from tests.chaos.cluster import BROKER_REPO  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
             dest = charts / f"soak-{seed}.png"
             shutil.copy(png, dest)
             shown = f"\n![timeline](charts/{dest.name})\n"
+        commit = subprocess.run(["git", "-C", str(BROKER_REPO), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip() or "unknown"
         with open(ROOT / "bench" / "RESULTS.md", "a") as f:
-            f.write(f"\n## Soak {time.strftime('%Y-%m-%d')}\n\n{text_path.read_text()}{shown}")
+            f.write(f"\n## Soak {time.strftime('%Y-%m-%d')} (Krait {commit}; `make soak`, "
+                    f"`bench/soak.py --seed {seed} --duration {a.duration:.0f}`)\n\n"
+                    f"{text_path.read_text()}{shown}")
     return 0 if rr.ok else 1
 
 
