@@ -143,8 +143,7 @@ class Nemesis:
         c = self.cluster
         b = 0 if f.kind.startswith("zk-") else self._pick(f.target)
         others = [i for i in c.brokers if i != b]
-        detail: dict = {}
-        self.log(phase="start", kind=f.kind, broker=b, hold=f.hold, **detail)
+        self.log(phase="start", kind=f.kind, broker=b, hold=f.hold)
         if f.kind == "kill":
             c.brokers[b].kill()
         elif f.kind == "pause":
