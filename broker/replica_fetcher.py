@@ -117,6 +117,11 @@ class ReplicaFetcher:
                 forgotten_topics_data=[], rack_id=""), m.socket_timeout_s)
         finally:
             self.sent_at = None
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # asyncio.wait_for (before Python 3.12) can hand back a result that arrived as
+            # the fetcher was stopped, swallowing the cancellation: nothing of it is ours
+            raise asyncio.CancelledError
         if resp.error_code:
             raise KafkaError(ErrorCode(resp.error_code), "fetch from leader refused")
         for t in resp.responses:
@@ -134,6 +139,14 @@ class ReplicaFetcher:
 
     def _handle(self, tp: TopicPartition, fetch_offset: int, p) -> None:
         rm = self.manager.replicas
+        part = rm.partitions.get(tp)
+        if part is None or part.is_leader or part.leader_id != self.leader_id \
+                or part.leader_epoch != self.partitions.get(tp):
+            # only a follower of this leader at this epoch takes its batches: a batch of the
+            # old epoch appended after this broker was elected would sit where its own epoch
+            # starts, and its followers would truncate and re-fetch it for ever (seen in a
+            # soak after a ZooKeeper pause, when a stopped fetcher's answer still came in)
+            return
         plog = rm.logs.get(*tp)
         if plog is None or plog.log_end_offset != fetch_offset:
             return
@@ -189,6 +202,7 @@ class ReplicaFetcher:
         return self.sent_at is not None and asyncio.get_running_loop().time() - self.sent_at > longer_than
 
     def stop(self) -> None:
+        self.partitions = {}
         if self.task is not None:
             self.task.cancel()
 
