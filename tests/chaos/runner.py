@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol.records import iter_headers
 from storage.checkpoints import REPLICATION_OFFSET, read_checkpoint
 from tests.krait_harness import REPO, kafka_client_jars
 
@@ -201,14 +202,7 @@ def _read_replicas(cluster: ChaosCluster) -> tuple[dict, dict]:
             batches = []
             for seg in sorted(d.glob("*.log")):
                 data = seg.read_bytes()
-                pos = 0
-                while pos + 12 <= len(data):
-                    base = int.from_bytes(data[pos:pos + 8], "big")
-                    length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
-                    if length <= 0 or pos + 12 + length > len(data):
-                        break
-                    batches.append((base, data[pos:pos + 12 + length]))
-                    pos += 12 + length
+                batches += [(h.base_offset, data[pos:pos + h.size]) for pos, h in iter_headers(data)]
             replicas[p][b] = batches
     return replicas, hws
 
