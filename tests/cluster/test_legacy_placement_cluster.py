@@ -71,6 +71,10 @@ def test_a_group_in_a_former_partition_led_elsewhere_is_moved(tmp_path, zk_conne
                      and leaders[partition_for_key(g, N)] != leaders[legacy_partition_for_key(g, N)])
         home, former = partition_for_key(group, N), legacy_partition_for_key(group, N)
         assert legacy_partition(home, N) == former
+        # the coordinator has loaded the group's partition (and found nothing in the former
+        # one) before the old-placement records go in; otherwise a slow load would find them
+        assert wait_for(lambda: _committed(cl.bootstrap, group) == {0: -1001, 1: -1001} or None, 60,
+                        what="the group's partition loaded")
         values = {0: OffsetCommitValue(42, "", 1_700_000_000_000), 1: OffsetCommitValue(7, "", 1_700_000_000_000)}
         records = [(encode_offset_commit_key(group, "t", p), encode_offset_commit_value(v)) for p, v in values.items()]
         with WireClient("127.0.0.1", cl.brokers[leaders[former]].port, timeout=15, client_id="__admin_client") as w:
