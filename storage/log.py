@@ -14,8 +14,8 @@ log (cluster mode): there it starts at the checkpointed value, only replication 
 up (:meth:`PartitionLog.maybe_increment_high_watermark`), truncation lowers it to the LEO.
 
 Transactions (the LSO, COMMIT/ABORT markers, the ``.txnindex`` of aborted transactions)
-are the mixin storage.log_txn's; the append paths here hand it the batches with the
-transactional or control attribute bit, and only those.
+are ``plog.txns``, a storage.log_txn.LogTransactions; the append paths here hand it the
+batches with the transactional or control attribute bit, and only those.
 
 Every OSError (the write path's, and a read's) takes this partition offline, and reports
 its log dir to the ``failure_channel`` (storage.log_dir_failure), which takes the whole dir
@@ -40,11 +40,12 @@ from .follower_append import check_offsets, new_epochs, run_end, whole_batches
 from .leader_epoch import LeaderEpochCache
 from .loader import load_log, rebuild_producer_state
 from .log_dir_failure import LogDirFailureChannel
-from .log_txn import TransactionalLog
+from .log_txn import LogTransactions
 from .log_types import AppendResult, FileRegion, parse_dir_name
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from .segment import DELETED_SUFFIX, INT32_MAX, LogSegment
 from .transactions import VerificationGuard
+from .txn_index import AbortedTxn
 
 # FileRegion, AppendResult and parse_dir_name live in storage.log_types (log_txn needs
 # them too); importers keep finding them here.
@@ -53,7 +54,7 @@ __all__ = ["PartitionLog", "FileRegion", "AppendResult", "parse_dir_name"]
 log = logging.getLogger(__name__)
 
 
-class PartitionLog(TransactionalLog):
+class PartitionLog:
     """One partition. Synchronous and single-threaded: the broker calls it from its loop."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
@@ -69,6 +70,8 @@ class PartitionLog(TransactionalLog):
         self.topic_id = topic_id
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self.producer_state = ProducerStateManager(directory)
+        #: the LSO, markers and aborted transactions (storage.log_txn)
+        self.txns = LogTransactions(self)
         self.offline = False
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
@@ -158,6 +161,36 @@ class PartitionLog(TransactionalLog):
     def last_sequence(self, producer_id: int) -> int:
         return self.producer_state.last_sequence(producer_id)
 
+    # --- transactions: delegates to self.txns for the broker's, the cleaner's and the tests' calls
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.txns.first_unstable_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.txns.last_stable_offset
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return self.txns.has_ongoing_transaction(producer_id)
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        return self.txns.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        return self.txns.verification_guard(producer_id)
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, *,
+                             leader_epoch: int = 0, timestamp: int | None = None) -> AppendResult:
+        return self.txns.append_control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                              leader_epoch=leader_epoch, timestamp=timestamp)
+
+    def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        return self.txns.aborted_txns(start_offset, upper_bound_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        return self.txns.collect_aborted_transactions(start_offset, upper_bound_offset)
+
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
@@ -186,7 +219,7 @@ class PartitionLog(TransactionalLog):
         """Assign offsets to batches in ``buf``, stamp ``leader_epoch`` into them and write
         them with one pwrite. The batches must have passed
         :func:`storage.validator.validate_for_append` (sizes included), or come from a
-        ``coordinator`` (markers: :meth:`append_control_batch`). ``verification_guard``
+        ``coordinator`` (markers: :meth:`LogTransactions.append_control_batch`). ``verification_guard``
         and ``coordinator``: see :meth:`storage.producer_state.ProducerStateManager.prepare`."""
         self._check_online()
         if not headers:
@@ -214,7 +247,7 @@ class PartitionLog(TransactionalLog):
             self._hw = next_offset
         self.producer_state.apply(pending, next_offset, txn)
         if txn is not None:
-            self._end_txns(seg, txn)
+            self.txns.end_txns(seg, txn)
         self._unflushed_messages += sum(h.record_count for h in headers)
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
@@ -243,7 +276,7 @@ class PartitionLog(TransactionalLog):
                 run = headers[i:j]
                 seg.append(view[pos : pos + n_bytes], run, h.base_offset)
                 self._leo = run[-1].next_offset
-                self._replay_run(seg, view, pos, run)
+                self.txns.replay_run(seg, view, pos, run)
                 i, pos = j, pos + n_bytes
         except OSError as e:
             raise self._fail(e) from e

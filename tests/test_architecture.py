@@ -3,7 +3,8 @@
 - no import cycle among Krait's modules (imports under ``if TYPE_CHECKING:`` do not run
   and are not counted), and every module imports alone in a fresh interpreter;
 - no import inside a function in the broker's core (a lazy import is how a cycle hides);
-- no module over 600 lines (bench/ and spark_jobs/ included);
+- modules are split by subject, not by length: one over 800 lines gets a warning (is it two
+  subjects?), one over 1200 fails (bench/ and spark_jobs/ included);
 - protocol/, storage/, coordinator/ and txn_coordinator/ import nothing from broker/ (pure cores);
 - the daemon imports nothing from broker/tools/ (client-side code; only the CLI does);
 - one handler module per Kafka API, named for it, and ApiVersions lists exactly the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,10 @@ from protocol.apis import ApiKey
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("broker", "storage", "protocol", "coordinator", "txn_coordinator")
-MAX_LINES = 600
+# A module is split where its subject splits, not at a line count (a mixin made only to stay
+# under a cap is worse than a long module): past WARN_LINES the test warns, past MAX_LINES it fails.
+WARN_LINES = 800
+MAX_LINES = 1200
 # Imports inside functions that exist for start-up speed or optional dependencies, not to
 # break a cycle: the CLI loads a tool only when it runs it.
 LAZY_OK = {"broker/cli.py"}
@@ -163,11 +168,16 @@ def test_every_module_imports_alone():
         assert r.returncode == 0, f"import {m} alone failed:\n{r.stderr[-2000:]}"
 
 
-def test_no_module_over_600_lines():
+def test_module_length():
     # the benchmarks and Spark jobs too, though they are not part of the import rules above
     paths = [*MODULES.values(), *sorted((REPO / "bench").glob("*.py")), *sorted((REPO / "spark_jobs").glob("*.py"))]
-    big = {str(p.relative_to(REPO)): n for p in paths if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert not big, f"modules over {MAX_LINES} lines: {big}"
+    lengths = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in paths}
+    long = {m: n for m, n in lengths.items() if WARN_LINES < n <= MAX_LINES}
+    if long:
+        warnings.warn(f"modules over {WARN_LINES} lines (split them if they hold more than one subject): {long}",
+                      stacklevel=1)
+    too_long = {m: n for m, n in lengths.items() if n > MAX_LINES}
+    assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
 
 
 def test_one_handler_module_per_api_named_for_it():
