@@ -313,9 +313,9 @@ def _list(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
     filters = resource_filters(args, die_if_none=False)
     bindings: list[AclEntry] = []
     if not filters:
-        bindings = admin.describe_acls()
+        bindings = admin.security_admin.describe_acls()
     for f in filters:
-        bindings += admin.describe_acls(int(f.resource_type), f.name, int(f.pattern_type))
+        bindings += admin.security_admin.describe_acls(int(f.resource_type), f.name, int(f.pattern_type))
     by_resource: dict[tuple[ResourceType, str, PatternType], dict[AccessControlEntry, None]] = {}
     for b in bindings:
         by_resource.setdefault(_pattern_key(b), {})[_to_entry(b)] = None
@@ -348,9 +348,10 @@ def _body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for f, acls in resource_to_acls.items():
                 print(f"Adding ACLs for resource `{format_pattern(f.resource_type, f.name, f.pattern_type)}`: "
                       f"{_entries_block(acls)}", file=out)
-                results = admin.create_acls([AclEntry(int(f.resource_type), str(f.name), int(f.pattern_type),
-                                                       a.principal, a.host, int(a.operation), int(a.permission_type))
-                                             for a in sorted(acls, key=_entry_key)])
+                results = admin.security_admin.create_acls([
+                    AclEntry(int(f.resource_type), str(f.name), int(f.pattern_type), a.principal, a.host,
+                             int(a.operation), int(a.permission_type))
+                    for a in sorted(acls, key=_entry_key)])
                 failed = next((e for e in results if e is not None), None)
                 if failed is not None:
                     raise failed
@@ -369,7 +370,7 @@ def _body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     filters = [_wire_filter(f, a) for a in sorted(acls, key=_entry_key)]
                 if not _confirm(question, args.force, out):
                     continue
-                for error, _deleted in admin.delete_acls(filters):  # type: ignore[arg-type]
+                for error, _deleted in admin.security_admin.delete_acls(filters):  # type: ignore[arg-type]
                     if error is not None:
                         raise error
         return 0

@@ -154,15 +154,16 @@ def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
 # --- the admin client ------------------------------------------------------------------------
 
 
-class AdminClient(SecurityAdmin):
+class AdminClient:
     """Admin operations against a cluster reached through ``bootstrap`` (host:port,...);
-    the security calls (ACLs, SCRAM credentials, client quotas) come from
-    :class:`~broker.tools.security_admin.SecurityAdmin`."""
+    the security calls (ACLs, SCRAM credentials, client quotas) are ``security_admin``'s, a
+    :class:`~broker.tools.security_admin.SecurityAdmin` on the bootstrap connection."""
 
     def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "krait-admin",
                  security: ClientSecurity | None = None):
         self.timeout, self.client_id, self.security = timeout, client_id, security
         self.bootstrap: WireClient = connect(bootstrap, timeout, client_id, security=security)
+        self.security_admin = SecurityAdmin(self.bootstrap)
         self._nodes: dict[int, WireClient] = {}
         self._addresses: dict[int, tuple[str, int]] = {}
         self.controller_id = -1

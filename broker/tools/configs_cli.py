@@ -273,7 +273,7 @@ def _alter(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
                 raise UsageError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
                                  "using --bootstrap-server.")
     if quota_add or quota_del:
-        current = admin.describe_client_quotas(_quota_components(types, names), strict=True)
+        current = admin.security_admin.describe_client_quotas(_quota_components(types, names), strict=True)
         existing = current[0][1] if current else {}
         invalid = [k for k in to_delete if k not in existing]
         if invalid:
@@ -287,11 +287,11 @@ def _alter(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
         for key in to_delete:
             ops[key] = None
         entity = {_QUOTA_ENTITY[t]: (n or None) for t, n in zip(types, names, strict=True)}
-        admin.alter_client_quotas(entity, ops)
+        admin.security_admin.alter_client_quotas(entity, ops)
     else:
         user = names[0]
         upserts = [(user, mech, *parse_scram_credential(mech, value)) for mech, value in scram_add.items()]
-        results = admin.alter_user_scram_credentials(upserts, [(user, mech) for mech in scram_del])
+        results = admin.security_admin.alter_user_scram_credentials(upserts, [(user, mech) for mech in scram_del])
         failed = next((e for e in results.values() if e is not None), None)
         if failed is not None:
             raise failed
@@ -303,13 +303,13 @@ def _alter(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
 
 def _describe(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
     types, names = entity_types(args), entity_names(args)
-    for entity, values in admin.describe_client_quotas(_quota_components(types, names), strict=True):
+    for entity, values in admin.security_admin.describe_client_quotas(_quota_components(types, names), strict=True):
         shown = ", ".join(f"{k}={java_double(v)}" for k, v in values.items())
         print(f"Quota configs for {entity_description(entity)} are {shown}", file=out)
     # SCRAM credentials: only when describing users alone and not the default user
     if CLIENTS in types or "" in names:
         return
-    described = admin.describe_user_scram_credentials(list(names) or None)
+    described = admin.security_admin.describe_user_scram_credentials(list(names) or None)
     for user, result in described.items():
         if isinstance(result, KafkaError):
             if result.error_code == ErrorCode.resource_not_found:

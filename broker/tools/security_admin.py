@@ -1,8 +1,9 @@
 """The security calls of the admin client: ACLs (Describe/Create/DeleteAcls), SCRAM
 credentials (Describe/AlterUserScramCredentials, salted and hashed on the client as
-Kafka's admin client does) and client quotas (Describe/AlterClientQuotas), as the
-:class:`SecurityAdmin` mixin of :class:`~broker.tools.admin_client.AdminClient`, with
-the values they carry (:class:`AclEntry`, :class:`ScramCredentialInfo`).
+Kafka's admin client does) and client quotas (Describe/AlterClientQuotas): the
+:class:`SecurityAdmin` an :class:`~broker.tools.admin_client.AdminClient` holds as
+``admin.security_admin``, with the values they carry (:class:`AclEntry`,
+:class:`ScramCredentialInfo`).
 
 Used by ``krait acls`` and ``krait configs``. Error codes in responses are raised (or
 returned per item) as :class:`protocol.errors.KafkaError`; trouble on the client's side is
@@ -70,10 +71,11 @@ class ScramCredentialInfo:
 
 
 class SecurityAdmin:
-    """ACL, SCRAM and quota calls; mixed into AdminClient, whose bootstrap connection they
-    use (these APIs go to any broker)."""
+    """ACL, SCRAM and quota calls over one connection: the admin client's bootstrap one,
+    since these APIs go to any broker."""
 
-    bootstrap: WireClient
+    def __init__(self, bootstrap: WireClient) -> None:
+        self.bootstrap = bootstrap
 
     # ACLs (the ACL APIs go to any broker; Kafka's admin client picks the least loaded)
 

@@ -308,10 +308,10 @@ def test_scram_users_made_by_the_admin_client(secure: SecureBroker, certs: CertF
     admin_sec = _sasl(certs, "SASL_SSL", "PLAIN", *ADMIN)
     with AdminClient(secure.bootstrap("SASL_SSL"), security=admin_sec) as admin:
         # both mechanisms for one user in one call (Kafka's documented kafka-configs example)
-        errors = admin.alter_user_scram_credentials([("sam", "SCRAM-SHA-256", 8192, "sam-256"),
-                                                     ("sam", "SCRAM-SHA-512", 4096, "sam-512")])
+        errors = admin.security_admin.alter_user_scram_credentials([("sam", "SCRAM-SHA-256", 8192, "sam-256"),
+                                                                    ("sam", "SCRAM-SHA-512", 4096, "sam-512")])
         assert errors == {"sam": None}
-        described = admin.describe_user_scram_credentials(["sam"])
+        described = admin.security_admin.describe_user_scram_credentials(["sam"])
         assert sorted((c.mechanism, c.iterations) for c in described["sam"]) == \
             [("SCRAM-SHA-256", 8192), ("SCRAM-SHA-512", 4096)]
     for protocol in ("SASL_SSL", "SASL_PLAINTEXT"):
