@@ -6,7 +6,8 @@ resource named with this broker's id holds its own dynamic configs (DYNAMIC_BROK
 the one named "" holds the cluster-wide defaults (DYNAMIC_DEFAULT_BROKER_CONFIG). A value
 comes from, in order: a topic override, this broker's dynamic config, the cluster-wide
 dynamic default, server.properties (STATIC_BROKER_CONFIG), Kafka's default; DescribeConfigs
-lists synonyms in that order. What Kafka can change without a restart is accepted (see
+lists synonyms in that order. Each key's type, read-only flag and sensitivity come from its
+declaration (broker/config_keys.py). What Kafka can change without a restart is accepted (see
 broker/config.py); what Krait uses of it (the log.* topic defaults, message.max.bytes, ...)
 applies at once to every partition.
 """
@@ -18,15 +19,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.config import LogConfig
+from storage.config import TOPIC_KEYS, LogConfig
+from storage.config_def import ACCEPTED, LIST, QUOTA, USED
 from storage.manager import LogManager
 
 from .config import (
     ALL_DYNAMIC_CONFIGS,
     BROKER_DEFAULTS,
-    BROKER_KEY_TYPES,
     BROKER_KEYS,
-    DYNAMIC_ONLY_KEYS,
     TOPIC_DEFAULT_SOURCES,
     BrokerConfig,
     ConfigError,
@@ -50,18 +50,12 @@ _CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
-_TOPIC_TYPES = {
-    "cleanup.policy": "LIST", "compression.type": "STRING", "message.timestamp.type": "STRING",
-    "min.cleanable.dirty.ratio": "DOUBLE", "preallocate": "BOOLEAN", "unclean.leader.election.enable": "BOOLEAN",
-    "segment.bytes": "INT", "segment.index.bytes": "INT", "index.interval.bytes": "INT", "max.message.bytes": "INT",
-    "min.insync.replicas": "INT", "leader.replication.throttled.replicas": "LIST",
-    "follower.replication.throttled.replicas": "LIST",
-}
 # Kafka's ConfigDef defaults of the LIST topic configs: what APPEND/SUBTRACT start from
 # when the topic has no override (not the broker's log.* default: Kafka's controller
 # reads the schema default).
-_TOPIC_LIST_DEFAULTS = {"cleanup.policy": "delete", "leader.replication.throttled.replicas": "",
-                        "follower.replication.throttled.replicas": ""}
+_TOPIC_LIST_DEFAULTS = {n: k.topic_default or "" for n, k in TOPIC_KEYS.items() if k.type == LIST}
+# what DescribeConfigs lists for this broker's id besides what is set: Kafka's keys
+_LISTED_BROKER_KEYS = frozenset(n for n, k in BROKER_KEYS.items() if k.use in (USED, ACCEPTED))
 
 
 class ConfigAdmin:
@@ -105,7 +99,7 @@ class ConfigAdmin:
             out.append(dict(name=key, value=value, read_only=False,
                             config_source=syn[0]["source"] if syn else DEFAULT_CONFIG,
                             is_sensitive=False, synonyms=syn if include_synonyms else [],
-                            config_type=_CONFIG_TYPE_IDS[_TOPIC_TYPES.get(key, "LONG")], documentation=None))
+                            config_type=_CONFIG_TYPE_IDS[TOPIC_KEYS[key].type], documentation=None))
         return out
 
     def _broker_config_entries(self, per_broker: bool, keys: Iterable[str] | None,
@@ -114,7 +108,7 @@ class ConfigAdmin:
         id, only the cluster-wide dynamic defaults for ""."""
         reg = self.registry
         if per_broker:
-            names = (set(BROKER_KEYS) | set(DYNAMIC_ONLY_KEYS) | set(self.config.originals)
+            names = (set(_LISTED_BROKER_KEYS) | set(self.config.originals)
                      | set(reg.default_broker_configs) | set(reg.broker_configs))
             in_force = merge_dynamic(self.config.originals, reg.default_broker_configs, reg.broker_configs)
         else:
@@ -233,10 +227,10 @@ class ConfigAdmin:
     def _broker_list_default(name: str) -> str | None:
         # Kafka looks the exact name up among its KafkaConfig keys (no listener overrides, no
         # custom keys) and fails on others
-        kind = BROKER_KEY_TYPES.get(name) or DYNAMIC_ONLY_KEYS.get(name, (None,))[0]
-        if kind is None:
+        key = BROKER_KEYS.get(name)
+        if key is None or key.use == QUOTA:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {name}")
-        return BROKER_DEFAULTS.get(name, "") if kind == "LIST" else None
+        return BROKER_DEFAULTS.get(name, "") if key.type == LIST else None
 
     def _alter_broker(self, r: Any, incremental: bool, validate_only: bool) -> None:
         per_broker = r.resource_name != ""

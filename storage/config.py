@@ -1,136 +1,156 @@
-"""LogConfig: the per-topic storage settings, under Kafka's own topic-config names.
+"""The storage config keys, declared once each (Kafka's ServerLogConfigs with the topic
+configs they default, LogConfig's topic-level definitions), and LogConfig: the per-topic
+storage settings derived from them, under Kafka's own topic-config names.
 
 ``LogConfig.from_props({"segment.bytes": "1048576", ...})`` validates every value the way
-Kafka's LogConfig does (types, ranges, enums) and raises ValueError naming the key and
-the rule it broke. ``to_props()`` gives back every setting as Kafka names -> strings, for
-DescribeConfigs. Unknown keys are refused unless ``strict=False`` (Kafka refuses them).
+Kafka's LogConfig does (types, ranges, enums) and raises ValueError (ConfigError) naming the
+key and the rule it broke. ``to_props()`` gives back every setting as Kafka names -> strings,
+for DescribeConfigs. Unknown keys are refused unless ``strict=False`` (Kafka refuses them).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LogConfig", "LONG_MAX", "TOPIC_CONFIG_NAMES"]
+from .config_def import (
+    ACCEPTED,
+    BOOLEAN,
+    CLUSTER_WIDE,
+    DOUBLE,
+    HIGH,
+    IGNORED,
+    INT,
+    INT_MAX,
+    LIST,
+    LONG,
+    LONG_MAX,
+    STRING,
+    AtLeast,
+    Between,
+    ConfigError,
+    ConfigKey,
+    OneOf,
+    TopicSynonym,
+    render_value,
+    walk,
+)
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
+__all__ = ["LogConfig", "LOG_KEYS", "LONG_MAX", "INT_MAX", "TOPIC_CONFIG_NAMES", "TOPIC_KEYS"]
 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_DYN = CLUSTER_WIDE  # DynamicLogConfig: every topic-config synonym changes cluster-wide
+#: LogCleaner.ReconfigurableConfigs (see broker/config.py's reconfiguration checks)
+LOG_CLEANER = "log-cleaner"
 
 
-def _parse_long(key: str, s: str) -> int:
-    try:
-        v = int(s.strip())
-    except ValueError:
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: Not a number of type LONG") from None
-    if not -(1 << 63) <= v <= LONG_MAX:
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: out of range for LONG")
-    return v
+def _hours(name: str, default: str | None, doc: str) -> ConfigKey:
+    return ConfigKey(name, INT, default, AtLeast(1) if default else None, HIGH, doc=doc, unit_ms=3_600_000)
 
 
-def _parse_int(key: str, s: str) -> int:
-    v = _parse_long(key, s)
-    if not -(1 << 31) <= v <= INT_MAX:
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: Not a number of type INT")
-    return v
+#: The broker keys that default a topic config, each with its topic synonym, then the topic
+#: configs Kafka accepts that have no broker key Krait knows. Kafka's types, defaults and
+#: validators; a topic synonym has its own default or validator only where Kafka's differ.
+LOG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("log.segment.bytes", INT, "1073741824", AtLeast(14), HIGH, _DYN, "size at which a segment rolls",
+              topic=TopicSynonym("segment.bytes")),
+    ConfigKey("log.roll.ms", LONG, None, None, HIGH, _DYN, "age at which a segment rolls (over log.roll.hours)",
+              topic=TopicSynonym("segment.ms", "604800000", AtLeast(1)),
+              synonyms=(_hours("log.roll.hours", "168", "age at which a segment rolls"),)),
+    ConfigKey("log.roll.jitter.ms", LONG, None, None, HIGH, _DYN, "random jitter subtracted from the roll age",
+              topic=TopicSynonym("segment.jitter.ms", "0", AtLeast(0)),
+              synonyms=(ConfigKey("log.roll.jitter.hours", INT, "0", AtLeast(0), HIGH, unit_ms=3_600_000,
+                                  doc="random jitter subtracted from the roll age"),)),
+    ConfigKey("log.index.size.max.bytes", INT, "10485760", AtLeast(4), doc="size of a segment's offset index",
+              dynamic=_DYN, topic=TopicSynonym("segment.index.bytes")),
+    ConfigKey("log.index.interval.bytes", INT, "4096", AtLeast(0), dynamic=_DYN,
+              doc="log bytes between two sparse index entries", topic=TopicSynonym("index.interval.bytes")),
+    ConfigKey("log.retention.ms", LONG, None, None, HIGH, _DYN, "how long a segment is kept (-1: forever)",
+              topic=TopicSynonym("retention.ms", "604800000", AtLeast(-1)),
+              synonyms=(ConfigKey("log.retention.minutes", INT, None, None, HIGH, unit_ms=60_000,
+                                  doc="how long a segment is kept, in minutes"),
+                        _hours("log.retention.hours", "168", "how long a segment is kept, in hours"))),
+    ConfigKey("log.retention.bytes", LONG, "-1", None, HIGH, _DYN, "partition size above which old segments go",
+              topic=TopicSynonym("retention.bytes")),
+    ConfigKey("log.cleanup.policy", LIST, "delete", OneOf(("compact", "delete")), dynamic=_DYN,
+              doc="delete old segments, compact to the latest record per key, or both",
+              topic=TopicSynonym("cleanup.policy")),
+    ConfigKey("log.cleaner.delete.retention.ms", LONG, "86400000", AtLeast(0), dynamic=_DYN,
+              doc="how long compaction keeps tombstones", topic=TopicSynonym("delete.retention.ms")),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", LONG, "0", AtLeast(0), dynamic=_DYN,
+              doc="minimum age before a record may be compacted", topic=TopicSynonym("min.compaction.lag.ms")),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), AtLeast(1), dynamic=_DYN,
+              doc="maximum age before a record must be compacted", topic=TopicSynonym("max.compaction.lag.ms")),
+    ConfigKey("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", Between(0, 1), dynamic=_DYN,
+              doc="dirty ratio above which a log is compacted", topic=TopicSynonym("min.cleanable.dirty.ratio")),
+    ConfigKey("log.flush.interval.messages", LONG, str(LONG_MAX), AtLeast(1), HIGH, _DYN,
+              "records between two fsyncs (fsync on clean shutdown always)", topic=TopicSynonym("flush.messages")),
+    ConfigKey("log.flush.interval.ms", LONG, None, None, HIGH, _DYN, "time between two fsyncs",
+              topic=TopicSynonym("flush.ms", str(LONG_MAX), AtLeast(0)),
+              synonyms=(ConfigKey("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), None, HIGH,
+                                  doc="default of log.flush.interval.ms", default_only=True),)),
+    ConfigKey("log.message.timestamp.type", STRING, "CreateTime", OneOf(("CreateTime", "LogAppendTime")),
+              dynamic=_DYN, doc="the record's own timestamp or the broker's append time",
+              topic=TopicSynonym("message.timestamp.type")),
+    ConfigKey("log.message.timestamp.before.max.ms", LONG, str(LONG_MAX), AtLeast(0), dynamic=_DYN,
+              doc="how far in the past a CreateTime timestamp may be (else INVALID_TIMESTAMP)",
+              topic=TopicSynonym("message.timestamp.before.max.ms")),
+    ConfigKey("log.message.timestamp.after.max.ms", LONG, "3600000", AtLeast(0), dynamic=_DYN,
+              doc="how far in the future a CreateTime timestamp may be (else INVALID_TIMESTAMP)",
+              topic=TopicSynonym("message.timestamp.after.max.ms")),
+    ConfigKey("log.segment.delete.delay.ms", LONG, "60000", AtLeast(0), HIGH, _DYN,
+              "delay before a deleted segment's files go", topic=TopicSynonym("file.delete.delay.ms")),
+    ConfigKey("message.max.bytes", INT, "1048588", AtLeast(0), HIGH, _DYN, "largest record batch accepted",
+              topic=TopicSynonym("max.message.bytes"), tags=frozenset({LOG_CLEANER})),
+    ConfigKey("compression.type", STRING, "producer", OneOf(_COMPRESSION_TYPES), HIGH, _DYN,
+              "codec batches are stored in (producer: as sent)", topic=TopicSynonym()),
+    ConfigKey("log.preallocate", BOOLEAN, "false", dynamic=_DYN, doc="preallocate segment files",
+              topic=TopicSynonym("preallocate")),
+    ConfigKey("min.insync.replicas", INT, "1", AtLeast(1), HIGH, _DYN,
+              "replicas that must have an acks=all write", topic=TopicSynonym()),
+    ConfigKey("unclean.leader.election.enable", BOOLEAN, "false", None, HIGH, _DYN,
+              "may a replica outside the ISR become leader", topic=TopicSynonym()),
+    # Kafka's keys that storage has no use for (codec levels, tiered storage): accepted at
+    # both levels so that clients which set them are not refused; they change nothing here
+    *(ConfigKey(f"compression.{codec}.level", INT, level, dynamic=_DYN, use=ACCEPTED,
+                topic=TopicSynonym(used=False)) for codec, level in (("gzip", "-1"), ("lz4", "9"), ("zstd", "3"))),
+    ConfigKey("log.local.retention.ms", LONG, "-2", dynamic=_DYN, use=ACCEPTED,
+              topic=TopicSynonym("local.retention.ms", used=False)),
+    ConfigKey("log.local.retention.bytes", LONG, "-2", dynamic=_DYN, use=ACCEPTED,
+              topic=TopicSynonym("local.retention.bytes", used=False)),
+    *(ConfigKey(name, kind, default, topic_only=True, use=IGNORED, topic=TopicSynonym(used=False))
+      for name, kind, default in (
+          ("leader.replication.throttled.replicas", LIST, ""), ("follower.replication.throttled.replicas", LIST, ""),
+          ("message.downconversion.enable", BOOLEAN, "true"), ("message.format.version", STRING, "3.0-IV1"),
+          ("message.timestamp.difference.max.ms", LONG, str(LONG_MAX)), ("remote.storage.enable", BOOLEAN, "false"),
+          ("remote.log.copy.disable", BOOLEAN, "false"), ("remote.log.delete.on.disable", BOOLEAN, "false"))),
+)
+
+#: topic config name -> the key declaring it (the broker key it is the synonym of)
+TOPIC_KEYS: dict[str, ConfigKey] = {k.topic_name: k for k in walk(LOG_KEYS) if k.topic_name}
+#: the topic configs storage implements, in declaration order (DescribeConfigs lists them)
+TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(n for n, k in TOPIC_KEYS.items() if k.topic.used)
+
+_PY_TYPES = {INT: int, LONG: int, DOUBLE: float, BOOLEAN: bool, LIST: tuple, STRING: str}
 
 
-def _parse_double(key: str, s: str) -> float:
-    try:
-        return float(s.strip())
-    except ValueError:
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: Not a number of type DOUBLE") from None
+def _field(name: str) -> tuple[str, type, Any]:
+    key = TOPIC_KEYS[name]
+    return name.replace(".", "_"), _PY_TYPES[key.type], dataclasses.field(default=key.parse_topic(key.topic_default))
 
 
-def _parse_bool(key: str, s: str) -> bool:
-    v = s.strip().lower()
-    if v not in ("true", "false"):
-        raise ValueError(f"Invalid value {s!r} for configuration {key}: Expected value to be either true or false")
-    return v == "true"
-
-
-def _parse_list(s: str) -> tuple[str, ...]:
-    """Kafka's ConfigDef LIST parsing: comma-separated, trimmed, order and duplicates kept."""
-    s = s.strip()
-    return tuple(x.strip() for x in s.split(",")) if s else ()
-
-
-def _parse_policy(key: str, s: str) -> tuple[str, ...]:
-    # Order and duplicates are kept as given (Kafka 4.0's ValidList checks only membership,
-    # and an empty list, meaning neither deletion nor compaction, is allowed).
-    items = _parse_list(s)
-    for item in items:
-        if item not in ("compact", "delete"):
-            raise ValueError(f"Invalid value {item} for configuration {key}: String must be one of: compact, delete")
-    return items
-
-
-def _enum(options: tuple[str, ...]) -> Callable[[str, str], str]:
-    def parse(key: str, s: str) -> str:
-        v = s.strip()
-        if v not in options:
-            raise ValueError(f"Invalid value {s!r} for configuration {key}: String must be one of: {', '.join(options)}")
-        return v
-
-    return parse
-
-
-def _at_least(minimum: float) -> Callable[[str, Any], None]:
-    def check(key: str, v: Any) -> None:
-        if v < minimum:
-            raise ValueError(f"Invalid value {v} for configuration {key}: Value must be at least {minimum}")
-
-    return check
-
-
-def _between(lo: float, hi: float) -> Callable[[str, Any], None]:
-    def check(key: str, v: Any) -> None:
-        if not lo <= v <= hi:
-            raise ValueError(f"Invalid value {v} for configuration {key}: Value must be between {lo} and {hi}")
-
-    return check
-
-
-def _render(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, tuple):
-        return ",".join(v)
-    return str(v)
+# LogConfig's fields are the topic configs storage uses: dots -> underscores, typed and
+# defaulted by the declarations above
+_Settings = dataclasses.make_dataclass("_Settings", [_field(n) for n in TOPIC_CONFIG_NAMES], frozen=True)
 
 
 @dataclass(frozen=True)
-class LogConfig:
-    """Per-partition storage settings. Field names are Kafka's with dots -> underscores."""
-
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    #: in the order configured (DescribeConfigs shows it so); test membership, never order
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    delete_retention_ms: int = 86400000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = 3600000
-    file_delete_delay_ms: int = 60000
-    max_message_bytes: int = 1048588
-    compression_type: str = "producer"
-    preallocate: bool = False
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
+class LogConfig(_Settings):
+    """Per-partition storage settings. Field names are Kafka's with dots -> underscores
+    (``segment_bytes``, ``cleanup_policy``, ...); ``cleanup_policy`` is in the order
+    configured (DescribeConfigs shows it so): test membership, never order."""
 
     def __post_init__(self) -> None:
         # Sets are accepted for convenience; they have no order of their own, so sort them.
@@ -154,24 +174,18 @@ class LogConfig:
     def from_props(cls, props: Mapping[str, str], *, base: LogConfig | None = None, strict: bool = True) -> LogConfig:
         """Build a config from Kafka-named string properties over ``base`` (defaults if None)."""
         values: dict[str, Any] = {}
-        for key, raw in props.items():
-            spec = _SPECS.get(key)
-            if spec is None:
-                if key in _IGNORED:
-                    continue
-                if strict:
-                    raise ValueError(f"Unknown topic config name: {key}")
+        for name, raw in props.items():
+            key = TOPIC_KEYS.get(name)
+            if key is None or not key.topic.used:
+                if key is None and strict:
+                    raise ConfigError(f"Unknown topic config name: {name}")
                 continue
-            parse, check = spec
             if raw is None:
-                raise ValueError(f"Invalid value None for configuration {key}: a value is required")
-            v = parse(key, str(raw))
-            if check is not None:
-                check(key, v)
-            values[key.replace(".", "_")] = v
+                raise ConfigError(f"Invalid value None for configuration {name}: a value is required")
+            values[name.replace(".", "_")] = key.parse_topic(str(raw))
         cfg = dataclasses.replace(base or cls(), **values)
         if cfg.segment_index_bytes < 8:
-            raise ValueError("Invalid value for configuration segment.index.bytes: must hold at least one index entry")
+            raise ConfigError("Invalid value for configuration segment.index.bytes: must hold at least one index entry")
         return cfg
 
     def with_overrides(self, props: Mapping[str, str]) -> LogConfig:
@@ -179,52 +193,5 @@ class LogConfig:
 
     def to_props(self) -> dict[str, str]:
         """Every setting under its Kafka name, rendered as Kafka renders it."""
-        return {name: _render(getattr(self, name.replace(".", "_"))) for name in _SPECS}
+        return {name: render_value(getattr(self, name.replace(".", "_"))) for name in TOPIC_CONFIG_NAMES}
 
-
-_SPECS: dict[str, tuple[Callable[[str, str], Any], Callable[[str, Any], None] | None]] = {
-    "segment.bytes": (_parse_int, _at_least(14)),
-    "segment.ms": (_parse_long, _at_least(1)),
-    "segment.jitter.ms": (_parse_long, _at_least(0)),
-    "segment.index.bytes": (_parse_int, _at_least(4)),
-    "index.interval.bytes": (_parse_int, _at_least(0)),
-    "retention.ms": (_parse_long, _at_least(-1)),
-    "retention.bytes": (_parse_long, None),
-    "cleanup.policy": (_parse_policy, None),
-    "delete.retention.ms": (_parse_long, _at_least(0)),
-    "min.compaction.lag.ms": (_parse_long, _at_least(0)),
-    "max.compaction.lag.ms": (_parse_long, _at_least(1)),
-    "min.cleanable.dirty.ratio": (_parse_double, _between(0, 1)),
-    "flush.messages": (_parse_long, _at_least(1)),
-    "flush.ms": (_parse_long, _at_least(0)),
-    "message.timestamp.type": (_enum(_TIMESTAMP_TYPES), None),
-    "message.timestamp.before.max.ms": (_parse_long, _at_least(0)),
-    "message.timestamp.after.max.ms": (_parse_long, _at_least(0)),
-    "file.delete.delay.ms": (_parse_long, _at_least(0)),
-    "max.message.bytes": (_parse_int, _at_least(0)),
-    "compression.type": (_enum(_COMPRESSION_TYPES), None),
-    "preallocate": (_parse_bool, None),
-    "min.insync.replicas": (_parse_int, _at_least(1)),
-    "unclean.leader.election.enable": (_parse_bool, None),
-}
-
-# Topic configs Kafka accepts that storage has no use for (replication throttles,
-# tiered storage, down-conversion, codec levels): accepted so that clients which set
-# them are not refused, but they change nothing here.
-_IGNORED = frozenset({
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-    "message.downconversion.enable",
-    "message.format.version",
-    "message.timestamp.difference.max.ms",
-    "remote.storage.enable",
-    "local.retention.ms",
-    "local.retention.bytes",
-    "remote.log.copy.disable",
-    "remote.log.delete.on.disable",
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
-})
-
-TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(_SPECS)

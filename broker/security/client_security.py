@@ -4,8 +4,8 @@ turned into a TLS context and the SASL credentials to use.
 
 Owns:
 
-- :func:`read_client_properties` / :func:`parse_properties`: Java's ``.properties`` format
-  as ``java.util.Properties.load`` reads it (escapes, ``\\`` continuations, ``key value``),
+- :func:`read_client_properties`: a client properties file, read by
+  :mod:`broker.properties` (Java's ``Properties.load``, the same reader as server.properties),
   so that inline PEM certificates and JAAS lines read as Kafka reads them;
 - :func:`parse_jaas_config`: Kafka's ``sasl.jaas.config`` grammar;
 - :func:`build_ssl_context`: the ``ssl.*`` keys (PEM trust and key stores, from files or
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from protocol.client_errors import ClientError
 
+from ..properties import parse_properties, read_properties
 from .jaas import JaasEntry, JaasError
 from .jaas import parse_jaas_config as _parse_jaas
 from .pem import Pkcs12Pem, load_pkcs12, private_pem
@@ -58,82 +59,15 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # --- properties --------------------------------------------------------------------------
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-            out.append(chr(int(text[i + 2:i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """One logical line -> (key, value): the key ends at the first unescaped ``=``, ``:``
-    or blank; then blanks and at most one ``=`` / ``:`` separate it from the value."""
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=: \t\f":
-            break
-        i += 1
-    key = line[:i]
-    j = i
-    while j < len(line) and line[j] in " \t\f":
-        j += 1
-    if j < len(line) and line[j] in "=:":
-        j += 1
-        while j < len(line) and line[j] in " \t\f":
-            j += 1
-    return _unescape(key), _unescape(line[j:])
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text -> dict, as ``java.util.Properties.load`` reads it."""
-    props: dict[str, str] = {}
-    logical = ""
-    continuing = False
-    for raw in text.splitlines():
-        line = raw.lstrip(" \t\f")
-        if not continuing and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:  # an odd number of backslashes continues the line
-            logical += line[:-1]
-            continuing = True
-            continue
-        logical += line
-        continuing = False
-        key, value = _split_entry(logical)
-        props[key] = value
-        logical = ""
-    if logical:
-        key, value = _split_entry(logical)
-        props[key] = value
-    return props
-
 
 def read_client_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """A client properties file (``--command-config``) -> dict."""
     try:
-        return parse_properties(Path(path).read_text())
+        return read_properties(path)
     except OSError as exc:
         raise ClientError(f"cannot read client properties {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # Java's Properties.load fails on the same
+        raise ClientError(f"cannot read client properties {path}: {exc}") from None
 
 
 # --- JAAS ----------------------------------------------------------------------------------
