@@ -1,15 +1,17 @@
-"""``krait configs``: SCRAM credentials and client quotas of users and client ids, like
-Kafka's ``kafka-configs.sh --entity-type users|clients`` (ConfigCommand) with
-``--bootstrap-server``: the same options (``--entity-type/--entity-name/--entity-default``,
-``--user/--client/--user-defaults/--client-defaults``, ``--add-config`` with Kafka's
-bracket syntax, ``--add-config-file``, ``--delete-config``), the same checks and messages
-and the same output, through AlterUserScramCredentials / DescribeUserScramCredentials
-and AlterClientQuotas / DescribeClientQuotas. ``--command-config`` takes Kafka client
-properties (TLS, SASL) for a secured listener.
+"""``krait configs``: SCRAM credentials and client quotas of users and client ids, and
+dynamic broker configs, like Kafka's ``kafka-configs.sh --entity-type users|clients|brokers``
+(ConfigCommand) with ``--bootstrap-server``: the same options
+(``--entity-type/--entity-name/--entity-default``, ``--user/--client/--user-defaults/
+--client-defaults``, ``--add-config`` with Kafka's bracket syntax, ``--add-config-file``,
+``--delete-config``, ``--all``), the same checks and messages and the same output, through
+AlterUserScramCredentials / DescribeUserScramCredentials, AlterClientQuotas /
+DescribeClientQuotas, and DescribeConfigs / IncrementalAlterConfigs on the BROKER resource
+(named with a broker's id, or "" for the cluster-wide default). ``--command-config`` takes
+Kafka client properties (TLS, SASL) for a secured listener.
 
 SCRAM passwords are salted and hashed here, as Kafka's admin client does (a random salt,
 ``Hi(password, salt, iterations)``): the password itself never goes on the wire.
-Topic and broker configs stay with ``krait topics`` (IncrementalAlterConfigs).
+Topic configs stay with ``krait topics`` (IncrementalAlterConfigs).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
+from protocol.apis import ApiKey
+from protocol.client_errors import check
 from protocol.errors import ErrorCode, KafkaError
 
 from ..security.client_security import read_client_properties
-from .admin_client import AdminClient
+from .admin_client import RESOURCE_BROKER, AdminClient
 from .command import Parser, UsageError, connect_admin, run
 from .security_admin import SCRAM_MECHANISMS, ScramCredentialInfo
 
@@ -38,7 +42,12 @@ __all__ = [
     "parse_scram_credential",
 ]
 
-USERS, CLIENTS = "users", "clients"
+USERS, CLIENTS, BROKERS = "users", "clients", "brokers"
+#: DescribeConfigs' ConfigSource ids, as ConfigEntry.ConfigSource names them
+_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+            7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+_DYNAMIC_BROKER_CONFIG, _DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 #: ConfigType -> ClientQuotaEntity type
 _QUOTA_ENTITY = {USERS: "user", CLIENTS: "client-id"}
 #: QuotaConfig.isClientOrUserQuotaConfig
@@ -136,16 +145,20 @@ class _OrderedEntity(argparse.Action):
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="krait configs", description="Describe and alter SCRAM credentials and quotas of users and "
-               "clients (like kafka-configs.sh --entity-type users|clients).")
+               "clients, and dynamic broker configs (like kafka-configs.sh --entity-type users|clients|brokers).")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="broker(s) to connect to")
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties (security.protocol, ssl.*, sasl.*) for the admin connection")
     p.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
     p.add_argument("--describe", action="store_true", help="list configs of the given entity")
-    p.add_argument("--entity-type", action="append", default=[], help="users or clients (both: a user's client)")
-    p.add_argument("--entity-name", action=_OrderedEntity, dest="entity_names", help="user principal name or client id")
+    p.add_argument("--entity-type", action="append", default=[],
+                   help="users or clients (both: a user's client), or brokers")
+    p.add_argument("--entity-name", action=_OrderedEntity, dest="entity_names",
+                   help="user principal name, client id or broker id")
     p.add_argument("--entity-default", action=_OrderedEntity, dest="entity_names", nargs=0,
-                   help="the default entity of the type (all users / all clients)")
+                   help="the default entity of the type (all users / all clients / the cluster-wide broker default)")
+    p.add_argument("--all", action="store_true",
+                   help="with --describe of a broker: every config in force, not only the dynamic ones")
     p.add_argument("--user", help="the user's principal name")
     p.add_argument("--client", help="the client's id")
     p.add_argument("--user-defaults", action="store_true", help="the config defaults for all users")
@@ -187,11 +200,15 @@ def check_args(args: argparse.Namespace) -> None:
     if dupes:
         raise UsageError(f"Duplicate entity type(s) specified: {','.join(dupes)}")
     for t in types:
-        if t not in (USERS, CLIENTS):
-            raise UsageError(f"Invalid entity type {t}, the entity type must be one of users, clients with a "
+        if t not in (USERS, CLIENTS, BROKERS):
+            raise UsageError(f"Invalid entity type {t}, the entity type must be one of users, clients, brokers with a "
                              "--bootstrap-server argument (topic configs: krait topics --alter --config)")
     if not types:
         raise UsageError("At least one entity type must be specified")
+    if len(types) > 1 and set(types) != {USERS, CLIENTS}:
+        raise UsageError("Only 'users' and 'clients' entity types may be specified together")
+    if args.all and args.alter:
+        raise UsageError('Option "[all]" can\'t be used with option "[alter]"')
     specific = (args.user is not None or args.client is not None or args.user_defaults or args.client_defaults)
     if (args.entity_names or args.entity_type) and specific:
         raise UsageError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
@@ -240,6 +257,66 @@ def _quota_components(types: Sequence[str], names: Sequence[str]) -> list[tuple[
         else:
             out.append((_QUOTA_ENTITY[t], 0, name))
     return out
+
+
+def _broker_name(name: str) -> str:
+    """ConfigCommand.validateBrokerId ("" is the cluster-wide default)."""
+    if name:
+        try:
+            int(name)
+        except ValueError:
+            raise UsageError(f"The entity name for brokers must be a valid integer broker id, found: {name}") from None
+    return name
+
+
+def _broker_configs(admin: AdminClient, name: str, describe_all: bool) -> list[Any]:
+    """ConfigCommand.getResourceConfig: a broker resource's entries with their synonyms, only
+    the dynamic ones of that level unless ``describe_all``, by name."""
+    conn = admin.node(int(name)) if name else admin.bootstrap
+    resp = conn.request(ApiKey.DESCRIBE_CONFIGS, resources=[dict(
+        resource_type=RESOURCE_BROKER, resource_name=name, configuration_keys=None)],
+        include_synonyms=True, include_documentation=False)
+    result = resp.results[0]
+    check(result.error_code, result.error_message)
+    wanted = _DYNAMIC_BROKER_CONFIG if name else _DYNAMIC_DEFAULT_BROKER_CONFIG
+    return sorted((c for c in result.configs if describe_all or c.config_source == wanted), key=lambda c: c.name)
+
+
+def _java(value: object) -> str:
+    return "null" if value is None else "true" if value is True else "false" if value is False else str(value)
+
+
+def _describe_brokers(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
+    names = entity_names(args)
+    if len(names) > 1:
+        raise UsageError("More entity names specified than entity types")
+    # without a name: every broker of the cluster, then the cluster-wide default
+    for name in names or [*(str(n) for n in admin.node_ids()), ""]:
+        entries = _broker_configs(admin, _broker_name(name), args.all)
+        if name:
+            print(f"{'All' if args.all else 'Dynamic'} configs for broker {name} are:", file=out)
+        else:
+            print("Default configs for brokers in the cluster are:", file=out)
+        for c in entries:
+            synonyms = ", ".join(f"{_SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={_java(s.value)}" for s in c.synonyms)
+            print(f"  {c.name}={_java(c.value)} sensitive={_java(c.is_sensitive)} synonyms={{{synonyms}}}", file=out)
+
+
+def _alter_brokers(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
+    names = entity_names(args)
+    if len(names) > 1:
+        raise UsageError("More entity names specified than entity types")
+    name = _broker_name(names[0])
+    to_add, to_delete = _configs_to_add(args), _configs_to_delete(args)
+    current = {c.name for c in _broker_configs(admin, name, describe_all=False)}
+    invalid = [k for k in to_delete if k not in current]
+    if invalid:
+        raise KafkaError(ErrorCode.invalid_config, f"Invalid config(s): {','.join(invalid)}")
+    admin.incremental_alter_configs(RESOURCE_BROKER, name, to_add, to_delete)
+    if name:
+        print(f"Completed updating config for broker {name}.", file=out)
+    else:
+        print("Completed updating default config for brokers in the cluster.", file=out)
 
 
 def _alter(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
@@ -336,11 +413,12 @@ def _exception_name(exc: KafkaError) -> str:
 
 def _body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_args(args)
+    brokers = entity_types(args) == [BROKERS]
     with connect_admin(args) as admin:
         if args.alter:
-            _alter(admin, args, out)
+            (_alter_brokers if brokers else _alter)(admin, args, out)
         else:
-            _describe(admin, args, out)
+            (_describe_brokers if brokers else _describe)(admin, args, out)
     return 0
 
 
