@@ -179,10 +179,3 @@ def wait_for(predicate, timeout: float = 15.0, interval: float = 0.1, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached in {timeout}s")
         time.sleep(interval)
-
-
-def serves(broker, api_key: int) -> bool:
-    """Does the broker advertise ``api_key`` in ApiVersions?"""
-    with wire(broker) as c:
-        r = c.request(ApiKey.API_VERSIONS, 3, client_software_name="krait-tests", client_software_version="0")
-    return any(k.api_key == api_key for k in r.api_keys)

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from .helpers import consume_all, create_topic, name, serves, wire
+from .helpers import consume_all, create_topic, name, wire
 
 N_INPUT = 40
 PARTITIONS = 2
@@ -28,8 +28,6 @@ ROUND = 7  # records per transaction
 
 @pytest.fixture
 def eos_topics(broker):
-    if not serves(broker, ApiKey.TXN_OFFSET_COMMIT):
-        pytest.skip("the broker does not serve TxnOffsetCommit yet")
     src, dst = create_topic(broker, name("eos-in"), PARTITIONS), create_topic(broker, name("eos-out"), PARTITIONS)
     p = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(N_INPUT):
@@ -167,8 +165,6 @@ def test_offsets_sent_to_a_transaction_are_pending_until_it_ends(broker):
     """TxnOffsetCommit's offsets are invisible until the commit (OffsetFetch with
     require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile, and a read_committed
     librdkafka consumer waits), then replace the committed offset; an abort drops them."""
-    if not serves(broker, ApiKey.TXN_OFFSET_COMMIT):
-        pytest.skip("the broker does not serve TxnOffsetCommit yet")
     src, dst = create_topic(broker, name("pend-in")), create_topic(broker, name("pend-out"))
     group = name("pend-g")
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,

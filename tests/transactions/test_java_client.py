@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from protocol.apis import ApiKey
 from tests.krait_harness import JavaProgram
 
-from .helpers import consume_all, create_topic, name, serves
+from .helpers import consume_all, create_topic, name
 
 SOURCE = Path(__file__).with_name("KraitTxn.java")
 
@@ -142,8 +141,6 @@ def test_java_zombie_producer_is_fenced(broker, java):
 
 
 def test_java_consume_transform_produce_exactly_once(broker, java):
-    if not serves(broker, ApiKey.TXN_OFFSET_COMMIT):
-        pytest.skip("the broker does not serve TxnOffsetCommit yet")
     n, parts = 40, 2
     src, dst = create_topic(broker, name("j-eos-in"), parts), create_topic(broker, name("j-eos-out"), parts)
     plain = Producer({"bootstrap.servers": broker.bootstrap})
