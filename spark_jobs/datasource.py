@@ -65,15 +65,13 @@ back to Spark too, so Spark re-checks each row and the result is exact whatever 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import re
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -87,73 +85,30 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
+
+from .logdir import READ_CHUNK, read_slice, split_slices
+from .planning import MAX_BOUND, MIN_BOUND, Hints, bool_option, plan_slices, read_committed
+from .schema import SCHEMA, SCHEMA_WITH_HEADERS, arrow_schema, check_schema
+from .streaming import KafkaSegmentsStreamReader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["KafkaSegmentsDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "register"]
-
-# Spark's Kafka source schema (KafkaRecordToRowConverter), every field nullable like there.
-SCHEMA = StructType([
-    StructField("key", BinaryType()),
-    StructField("value", BinaryType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("offset", LongType()),
-    StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
-])
-SCHEMA_WITH_HEADERS = StructType([
-    *SCHEMA.fields,
-    StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))),
-])
-
-
-_COLUMNS = {f.name: f.dataType for f in SCHEMA_WITH_HEADERS.fields}
-
-
-def check_schema(schema: StructType) -> StructType:
-    """A schema given with ``.schema(...)`` must be columns of the source (any subset, any
-    order, names as in :data:`SCHEMA_WITH_HEADERS`, their types); returns it.
-
-    Spark gives Python data sources no column pruning (the reader always gets the whole
-    output schema), so a narrow user-given schema is how a query says what to decode: the
-    columns not asked for are not decoded at all (see ``decode.decode_batches``)."""
-    seen = set()
-    for f in schema.fields:
-        want = _COLUMNS.get(f.name)
-        if want is None:
-            raise ValueError(f"kafka-segments has no column {f.name!r}; its columns are {', '.join(_COLUMNS)}")
-        if f.name in seen:
-            raise ValueError(f"column {f.name!r} appears twice in the schema")
-        seen.add(f.name)
-        if f.dataType.simpleString() != want.simpleString():
-            raise ValueError(f"column {f.name!r} of kafka-segments has type {want.simpleString()}, "
-                             f"not {f.dataType.simpleString()}")
-    if not schema.fields:
-        raise ValueError("the schema of a kafka-segments read needs at least one column")
-    return schema
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark checks yielded batches against (µs UTC timestamps, binary)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
-EARLIEST, LATEST = -2, -1
-_MIN, _MAX = -(2**63), 2**63 - 1
+# The schema's and the planner's public names are the data source's API too (the jobs,
+# tests and benchmarks import them from here); they live in spark_jobs.schema and
+# spark_jobs.planning, which the streaming reader shares.
+__all__ = [
+    "KafkaSegmentsDataSource",
+    "SCHEMA",
+    "SCHEMA_WITH_HEADERS",
+    "WORKER_MODULES",
+    "arrow_schema",
+    "check_schema",
+    "check_workers_python",
+    "plan_slices",
+    "register",
+]
 
 
 def register(spark: SparkSession) -> None:
@@ -179,8 +134,6 @@ def check_workers_python(spark: SparkSession) -> None:
     local master, the workers get this driver's own interpreter instead (it has
     everything, since it is running this). The data source is pickled with the
     interpreter of the moment, so this must run before it is registered."""
-    import subprocess
-
     sc = spark.sparkContext
     if not (sc.master or "").startswith("local"):
         return  # the executors' Python lives on other machines: nothing to check here
@@ -204,12 +157,6 @@ def check_workers_python(spark: SparkSession) -> None:
             "or run the job with `krait spark JOB`, which sets it.")
 
 
-def _bool(v: str | None, default: bool = False) -> bool:
-    if v is None:
-        return default
-    return v.strip().lower() in ("true", "1", "yes")
-
-
 class KafkaSegmentsDataSource(DataSource):
     """Spark's Kafka source schema, read from segment files instead of a broker."""
 
@@ -218,11 +165,9 @@ class KafkaSegmentsDataSource(DataSource):
         return "kafka-segments"
 
     def schema(self) -> StructType:
-        return SCHEMA_WITH_HEADERS if _bool(self.options.get("includeHeaders")) else SCHEMA
+        return SCHEMA_WITH_HEADERS if bool_option(self.options.get("includeHeaders")) else SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .streaming import KafkaSegmentsStreamReader
-
         return KafkaSegmentsStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -231,17 +176,6 @@ class KafkaSegmentsDataSource(DataSource):
             mode = "true" if _pushdown_enabled() else "false"
         cls = _PushdownReader if mode == "true" else _SegmentsReader
         return cls(dict(self.options), check_schema(schema))
-
-
-def _read_committed(opts: dict[str, str]) -> bool:
-    """isolation.level (lower-cased keys) is read_committed; the default is decided without
-    importing .transactions (and protocol.records with the compression libraries): every
-    Spark worker that plans or reads pays its imports, in a new process."""
-    if opts.get("isolation.level") is None and opts.get("kafka.isolation.level") is None:
-        return False
-    from .transactions import READ_COMMITTED, isolation_level
-
-    return isolation_level(opts) == READ_COMMITTED
 
 
 def _pushdown_enabled() -> bool:
@@ -266,32 +200,17 @@ def _pushdown_enabled() -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class _Hints:
-    """What pushed-down filters let us skip (never used to drop a row Spark would keep)."""
-
-    topics: frozenset[str] | None = None
-    partitions: frozenset[int] | None = None
-    partition_lo: int = _MIN
-    partition_hi: int = _MAX  # exclusive
-    offset_lo: int = _MIN
-    offset_hi: int = _MAX  # exclusive
-    ts_lo: int | None = None  # ms, inclusive
-
-
 class _SegmentsReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = {k.lower(): v for k, v in options.items()}
         self.schema = schema
-        self.hints = _Hints()
-        _read_committed(self.options)  # a bad value fails at planning, not in the executors
+        self.hints = Hints()
+        read_committed(self.options)  # a bad value fails at planning, not in the executors
         if "log.dirs" not in self.options:
             raise ValueError("the kafka-segments source needs option log.dirs")
 
     # --- planning ------------------------------------------------------------------
     def partitions(self) -> Sequence[InputPartition]:
-        from .logdir import split_slices
-
         slices = plan_slices(self.options, self.hints)
         min_parts = int(self.options.get("minpartitions") or 0)
         if min_parts > len(slices):
@@ -301,8 +220,6 @@ class _SegmentsReader(DataSourceReader):
         return [InputPartition(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator:
-        from .logdir import READ_CHUNK, read_slice
-
         if partition.value is None:
             return iter(())
         chunk = int(self.options.get("readchunkbytes") or READ_CHUNK)
@@ -321,20 +238,20 @@ class _PushdownReader(_SegmentsReader):
                     h = replace(h, topics=vs if h.topics is None else h.topics & vs)
             elif col == "partition":
                 lo, hi = _int_bounds(f)
-                h = replace(h, partition_lo=max(h.partition_lo, lo if lo is not None else _MIN),
-                            partition_hi=min(h.partition_hi, hi if hi is not None else _MAX))
+                h = replace(h, partition_lo=max(h.partition_lo, lo if lo is not None else MIN_BOUND),
+                            partition_hi=min(h.partition_hi, hi if hi is not None else MAX_BOUND))
                 values = _equal_values(f)
                 if values is not None:
                     vs = frozenset(values)
                     h = replace(h, partitions=vs if h.partitions is None else h.partitions & vs)
             elif col == "offset":
                 lo, hi = _int_bounds(f)
-                h = replace(h, offset_lo=max(h.offset_lo, lo if lo is not None else _MIN),
-                            offset_hi=min(h.offset_hi, hi if hi is not None else _MAX))
+                h = replace(h, offset_lo=max(h.offset_lo, lo if lo is not None else MIN_BOUND),
+                            offset_hi=min(h.offset_hi, hi if hi is not None else MAX_BOUND))
             elif col == "timestamp":
                 lo = _ts_lower_bound(f)
                 if lo is not None:
-                    h = replace(h, ts_lo=max(lo, h.ts_lo if h.ts_lo is not None else _MIN))
+                    h = replace(h, ts_lo=max(lo, h.ts_lo if h.ts_lo is not None else MIN_BOUND))
             # Every filter goes back to Spark: what we did is skipping, Spark stays exact.
             yield f
         self.hints = h
@@ -380,143 +297,3 @@ def _ts_lower_bound(f: Filter) -> int | None:
     if isinstance(f, GreaterThan | GreaterThanOrEqual | EqualTo):
         return us // 1000  # ms floor: records are ms, so ts_ms*1000 >= us means ts_ms >= floor
     return None
-
-
-# --- planning (plain Python, shared with the jobs and tests) ------------------------------
-
-
-def _parse_json(options: dict[str, str], name: str) -> dict | None:
-    raw = options.get(name.lower())
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"option {name} is not valid JSON: {exc}") from None
-
-
-def subscribed(plogs: list, opts: dict[str, str]) -> list:
-    """The partitions that ``assign`` / ``subscribe`` / ``subscribePattern`` (lower-cased
-    option keys) select; none of them: every topic not starting with "__"."""
-    assign = _parse_json(opts, "assign")
-    if assign is not None:
-        wanted = {(t, int(p)) for t, ps in assign.items() for p in ps}
-        found = {(p.topic, p.partition) for p in plogs}
-        missing = wanted - found
-        if missing:
-            raise ValueError(f"assigned partitions not found in the log dirs: {sorted(missing)}")
-        return [p for p in plogs if (p.topic, p.partition) in wanted]
-    if opts.get("subscribe"):
-        topics = {t.strip() for t in opts["subscribe"].split(",") if t.strip()}
-        return [p for p in plogs if p.topic in topics]
-    if opts.get("subscribepattern"):
-        pattern = re.compile(opts["subscribepattern"])
-        return [p for p in plogs if pattern.fullmatch(p.topic)]
-    return [p for p in plogs if not p.topic.startswith("__")]
-
-
-def starting_offset(plog, opts: dict[str, str], earliest: int, latest: int, hi: int,
-                    default: str = "earliest") -> int:
-    """Where ``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp``
-    (lower-cased keys) start this partition, within [earliest, hi]. ``default`` is the
-    startingOffsets used when the option is absent (Spark: earliest for batch queries,
-    latest for streaming ones)."""
-    from .logdir import offset_for_timestamp
-
-    starting = opts.get("startingoffsets", default)
-    start_ts_json = _parse_json(opts, "startingOffsetsByTimestamp")
-    if opts.get("startingtimestamp") is not None:
-        return offset_for_timestamp(plog, int(opts["startingtimestamp"]), earliest, hi)
-    if start_ts_json and str(plog.partition) in start_ts_json.get(plog.topic, {}):
-        return offset_for_timestamp(plog, int(start_ts_json[plog.topic][str(plog.partition)]), earliest, hi)
-    if starting.strip().startswith("{"):
-        spec = int(_parse_json(opts, "startingOffsets").get(plog.topic, {}).get(str(plog.partition), EARLIEST))
-        if spec == EARLIEST:
-            return earliest
-        if spec == LATEST:
-            return latest
-        return min(max(spec, earliest), latest)
-    if starting == "latest":
-        return latest
-    if starting != "earliest":
-        raise ValueError(f"startingOffsets must be 'earliest', 'latest' or JSON, not {starting!r}")
-    return earliest
-
-
-def plan_slices(options: dict[str, str], hints: _Hints | None = None) -> list:
-    """Resolve the options (lower-cased keys) and pushed-down hints into Slices."""
-    from .logdir import LATEST as MAX_OFFSET
-    from .logdir import list_partitions, offset_for_timestamp, plan_partition
-
-    hints = hints or _Hints()
-    opts = {k.lower(): v for k, v in options.items()}
-    log_dirs = [d.strip() for d in opts["log.dirs"].split(",") if d.strip()]
-    plogs = list_partitions(log_dirs)
-
-    plogs = subscribed(plogs, opts)
-    if hints.topics is not None:
-        plogs = [p for p in plogs if p.topic in hints.topics]
-    if hints.partitions is not None:
-        plogs = [p for p in plogs if p.partition in hints.partitions]
-    plogs = [p for p in plogs if hints.partition_lo <= p.partition < hints.partition_hi]
-
-    ending = opts.get("endingoffsets", "latest")
-    end_json = json.loads(ending) if ending.strip().startswith("{") else None
-    end_ts_json = _parse_json(opts, "endingOffsetsByTimestamp")
-    ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
-    read_committed = _read_committed(opts)
-
-    slices = []
-    for plog in plogs:
-        earliest, latest = plog.earliest, plog.end_offset(ignore_hw)
-        aborted: list[tuple[int, int, int]] = []
-        if read_committed:
-            from .transactions import aborted_transactions, last_stable_offset
-
-            # "latest" is the LSO: what a read_committed consumer's ListOffsets answers
-            aborted = aborted_transactions(plog, latest)
-            latest = last_stable_offset(plog, latest)
-
-        def resolve(spec: int, default: int, earliest: int = earliest, latest: int = latest) -> int:
-            if spec == EARLIEST:
-                return earliest
-            if spec == LATEST:
-                return latest
-            return min(max(spec, earliest), latest)
-
-        # ending first: a starting timestamp search only needs to look below it
-        hi = latest
-        if opts.get("endingtimestamp") is not None:
-            hi = offset_for_timestamp(plog, int(opts["endingtimestamp"]), earliest, latest)
-        elif end_ts_json and str(plog.partition) in end_ts_json.get(plog.topic, {}):
-            hi = offset_for_timestamp(plog, int(end_ts_json[plog.topic][str(plog.partition)]), earliest, latest)
-        elif end_json is not None:
-            spec = end_json.get(plog.topic, {}).get(str(plog.partition), LATEST)
-            hi = resolve(int(spec), latest)
-        elif ending != "latest":
-            raise ValueError(f"endingOffsets must be 'latest' or JSON, not {ending!r}")
-        lo = starting_offset(plog, opts, earliest, latest, hi)
-
-        # pushed-down filters narrow further (skipping only; Spark re-checks every row)
-        lo = max(lo, hints.offset_lo)
-        hi = min(hi, hints.offset_hi, MAX_OFFSET)
-        if lo >= hi:
-            continue
-        if hints.ts_lo is not None:
-            lo = offset_for_timestamp(plog, hints.ts_lo, lo, hi, exact=False)
-            if lo >= hi:
-                continue
-        planned = plan_partition(plog, lo, hi, ts_lo=hints.ts_lo)
-        slices.extend(_with_aborted(planned, aborted, lo, hi) if aborted else planned)
-    return slices
-
-
-def _with_aborted(planned: list, aborted: list[tuple[int, int, int]], lo: int, hi: int) -> list:
-    """Give each slice (one per segment, in order) the aborted transactions overlapping the
-    offsets of its segment within [lo, hi), so that executors get only the few they need."""
-    bases = [int(os.path.basename(s.path)[:20]) for s in planned]
-    out = []
-    for i, s in enumerate(planned):
-        seg_lo, seg_hi = max(lo, bases[i]), min(hi, bases[i + 1]) if i + 1 < len(bases) else hi
-        out.append(replace(s, aborted=tuple(a for a in aborted if a[2] >= seg_lo and a[1] < seg_hi)))
-    return out

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
+from .aborted import aborted_mask
 from .decode import (
     _HEADER,
     H_BASE_OFFSET,
@@ -484,8 +485,6 @@ def read_slice(s: Slice, schema: pa.Schema, *, chunk: int = READ_CHUNK) -> Itera
                 raise CorruptRecordError(f"{s.path}: no valid batch at position {pos}")
             keep = select_rows(headers, s.offset_lo, s.offset_hi, s.ts_lo)
             if s.aborted:
-                from .transactions import aborted_mask  # here: .transactions imports this module
-
                 keep &= ~aborted_mask(headers, s.aborted)
             sel = headers[keep]
             if len(sel):

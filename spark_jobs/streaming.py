@@ -47,11 +47,11 @@ Options are Spark's Kafka source's where they apply:
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -62,10 +62,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .datasource import _bool, _read_committed, arrow_schema, check_schema, starting_offset, subscribed
-
-if TYPE_CHECKING:
-    from .logdir import PartitionLog
+from .logdir import PartitionLog, list_partitions, plan_partition, read_slice
+from .planning import bool_option, read_committed, starting_offset, subscribed, with_aborted
+from .schema import arrow_schema, check_schema
+from .transactions import aborted_transactions, last_stable_offset
 
 __all__ = ["KafkaSegmentsStreamReader", "DataLossError", "duration_ms"]
 
@@ -144,8 +144,8 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
                 raise ValueError(f"option {k} is not valid in streaming queries (Spark's Kafka source refuses it too)")
         self.log_dirs = [d.strip() for d in opts["log.dirs"].split(",") if d.strip()]
         self.ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
-        self.read_committed = _read_committed(opts)
-        self.fail_on_data_loss = _bool(opts.get("failondataloss"), True)
+        self.read_committed = read_committed(opts)
+        self.fail_on_data_loss = bool_option(opts.get("failondataloss"), True)
         self.max_offsets = _positive(opts, "maxOffsetsPerTrigger")
         self.min_offsets = _positive(opts, "minOffsetsPerTrigger")
         self.max_trigger_delay_ms = duration_ms(opts.get("maxtriggerdelay", "15m"))
@@ -154,16 +154,12 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
     # --- the log as it is now ------------------------------------------------------
     def _plogs(self) -> dict[tuple[str, int], PartitionLog]:
-        from .logdir import list_partitions
-
         return {(p.topic, p.partition): p for p in subscribed(list_partitions(self.log_dirs), self.options)}
 
     def _end(self, plog: PartitionLog) -> int:
         end = plog.end_offset(self.ignore_hw)
         if not self.read_committed:
             return end
-        from .transactions import last_stable_offset
-
         return last_stable_offset(plog, end)
 
     def _latest(self, plogs: dict) -> Offsets:
@@ -231,9 +227,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._available_now = self._latest(self._plogs())
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        from .datasource import _with_aborted
-        from .logdir import plan_partition
-
         plogs = self._plogs()
         out: list[InputPartition] = []
         for t, ps in sorted(end.items()):
@@ -262,18 +255,12 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
                     continue
                 planned = plan_partition(plog, lo, hi)
                 if planned and self.read_committed:
-                    from .transactions import aborted_transactions
-
                     aborted = aborted_transactions(plog, plog.end_offset(self.ignore_hw))
-                    planned = _with_aborted(planned, aborted, lo, hi) if aborted else planned
+                    planned = with_aborted(planned, aborted, lo, hi) if aborted else planned
                 out.extend(InputPartition(s) for s in planned)
         return out
 
     def read(self, partition: InputPartition) -> Iterator:
-        import os
-
-        from .logdir import read_slice
-
         s = partition.value
         if not os.path.exists(s.path):
             self._data_loss(f"segment {s.path} of {s.topic}-{s.partition} was deleted before offsets "

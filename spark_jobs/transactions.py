@@ -22,9 +22,13 @@ partition:
   a whole batch at a time (one producer has one transaction open at a time, so every
   transactional batch of P in that range belongs to it).
 - Control batches are never returned, in either isolation level (``decode.select_rows``);
-  the aborted batches are dropped by ``aborted_mask`` in ``logdir.read_slice``.
+  the aborted batches are dropped in ``logdir.read_slice`` by :mod:`spark_jobs.aborted`
+  (executor side: this module plans, on the driver).
 
-This module reads files only and does not import ``storage/`` (see :mod:`spark_jobs.logdir`).
+This module reads files only and imports neither ``storage/`` (see
+:mod:`spark_jobs.logdir`) nor ``protocol.records`` (the attribute bits are
+:mod:`spark_jobs.decode`'s copies), so that a read_committed plan costs no compression
+library imports.
 """
 
 from __future__ import annotations
@@ -32,20 +36,24 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 from crc32c import crc32c
 
-from protocol.records import ATTR_CONTROL, ATTR_TRANSACTIONAL
-
-from .decode import H_ATTRIBUTES, H_BASE_OFFSET, H_LAST_DELTA, H_PRODUCER_ID, walk_all_headers
+from .decode import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    H_ATTRIBUTES,
+    H_BASE_OFFSET,
+    H_LAST_DELTA,
+    H_PRODUCER_ID,
+    walk_all_headers,
+)
 from .logdir import PartitionLog, lookup_position
 
 __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
-    "aborted_mask",
     "aborted_transactions",
     "isolation_level",
     "last_stable_offset",
@@ -211,65 +219,10 @@ def last_stable_offset(plog: PartitionLog, bound: int) -> int:
 def aborted_transactions(plog: PartitionLog, bound: int) -> list[tuple[int, int, int]]:
     """(producer id, first offset, last offset) of the aborted transactions of ``plog``
     whose ABORT marker lies below ``bound``, sorted by producer id and first offset (what
-    :func:`aborted_mask` searches)."""
+    :func:`spark_jobs.aborted.aborted_mask` searches)."""
     out = []
     for seg in plog.segments:
         for pid, first, last, _lso in read_txn_index(seg.path[:-4] + TXN_INDEX_SUFFIX):
             if last < bound:
                 out.append((pid, first, last))
     return sorted(set(out))
-
-
-# --- the batches of aborted transactions, in a header table -----------------------------------
-
-_ABORTED_JIT = None
-
-
-def _aborted_jit() -> Any:
-    """The kernel below compiled by numba on first use (from its on-disk cache when valid):
-    imported lazily, as in :mod:`spark_jobs.decode`, since read_uncommitted never needs it."""
-    global _ABORTED_JIT
-    if _ABORTED_JIT is None:
-        import numba
-
-        _ABORTED_JIT = numba.njit(cache=True, nogil=True)(_aborted_kernel)
-    return _ABORTED_JIT
-
-
-def _aborted_kernel(pids, bases, txn, ab_pid, ab_first, ab_last, out):
-    """out[i] = batch i is transactional and inside an aborted transaction of its producer
-    (a binary search over the ranges sorted by (producer id, first offset))."""
-    n = ab_pid.shape[0]
-    for i in range(pids.shape[0]):
-        if not txn[i]:
-            continue
-        p = pids[i]
-        b = bases[i]
-        lo = 0
-        hi = n
-        while lo < hi:  # the first range with (pid, first) > (p, b)
-            mid = (lo + hi) // 2
-            if ab_pid[mid] < p or (ab_pid[mid] == p and ab_first[mid] <= b):
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo - 1
-        out[i] = j >= 0 and ab_pid[j] == p and b <= ab_last[j]
-
-
-def aborted_mask(headers: np.ndarray, aborted: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    """Batches of a header table that belong to an aborted transaction, given the aborted
-    (producer id, first offset, ABORT marker offset) ranges: a transactional batch of
-    producer P whose base offset lies in one of P's ranges (a producer has one transaction
-    open at a time, so every transactional batch of P in the range is that one's)."""
-    out = np.zeros(len(headers), dtype=np.bool_)
-    if not aborted or not len(headers):
-        return out
-    txn = (headers[:, H_ATTRIBUTES] & ATTR_TRANSACTIONAL) != 0
-    if not txn.any():
-        return out
-    ab = np.array(sorted(aborted), dtype=np.int64).reshape(-1, 3)
-    _aborted_jit()(np.ascontiguousarray(headers[:, H_PRODUCER_ID]), np.ascontiguousarray(headers[:, H_BASE_OFFSET]),
-                    txn, np.ascontiguousarray(ab[:, 0]), np.ascontiguousarray(ab[:, 1]),
-                    np.ascontiguousarray(ab[:, 2]), out)
-    return out
