@@ -1,34 +1,52 @@
-"""The layering rules of docs/architecture.md, checked on the source:
+"""The layering rules of docs/architecture.md, checked on the source of Krait's packages,
+of spark_jobs/ (the PySpark data source and jobs) and of bench/:
 
-- no import cycle among Krait's modules (imports under ``if TYPE_CHECKING:`` do not run
-  and are not counted), and every module imports alone in a fresh interpreter;
+- no import cycle among all these modules, counting the imports inside functions too (a
+  lazy import may save start-up time, as spark_jobs/ does for numba and the compression
+  libraries, but never close a cycle); imports under ``if TYPE_CHECKING:`` do not run and
+  are not counted. Every module imports alone in a fresh interpreter;
 - no import inside a function in the broker's core (a lazy import is how a cycle hides);
 - modules are split by subject, not by length: one over 800 lines gets a warning (is it two
-  subjects?), one over 1200 fails (bench/ and spark_jobs/ included);
-- protocol/, storage/, coordinator/ and txn_coordinator/ import nothing from broker/ (pure cores);
-- the daemon imports nothing from broker/tools/ (client-side code; only the CLI does);
+  subjects?), one over 1200 fails;
+- protocol/, storage/, coordinator/ and txn_coordinator/ import nothing from broker/ (pure
+  cores), spark_jobs/ or bench/;
+- the daemon imports nothing from broker/tools/ (client-side code; only the CLI does),
+  spark_jobs/ or bench/;
+- spark_jobs/ reads the files itself: never through storage/ (which opens a log to write
+  it) nor the broker; it shares only codecs, protocol/'s and coordinator/'s (the
+  ``__consumer_offsets`` records). Nothing imports bench/;
 - one handler module per Kafka API, named for it, and ApiVersions lists exactly the
-  versions the handler modules declare.
+  versions the handler modules declare; docs/architecture.md's API table lists them all.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import re
 import subprocess
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kio.schema.index import api_key_map
 
-from broker.handlers import HANDLERS
+from broker.handlers import HANDLERS, load_all
 from broker.tools.wire import WireClient
 from protocol import apis
 from protocol.apis import ApiKey
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("broker", "storage", "protocol", "coordinator", "txn_coordinator")
+CORES = ("protocol", "storage", "coordinator", "txn_coordinator")
+SPARK = "spark_jobs"
+# bench/ is a directory of scripts, run with bench/ first on sys.path: its modules import
+# each other by bare name (``from peers import ROOT``) or as ``bench.<name>``. Here they are
+# all ``bench.<name>``.
+BENCH = REPO / "bench"
+BENCH_NAMES = {p.stem for p in BENCH.glob("*.py")}
 # A module is split where its subject splits, not at a line count (a mixin made only to stay
 # under a cap is worse than a long module): past WARN_LINES the test warns, past MAX_LINES it fails.
 WARN_LINES = 800
@@ -40,13 +58,15 @@ LAZY_OK = {"broker/cli.py"}
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
+    for pkg in (*PACKAGES, SPARK):
         for path in sorted((REPO / pkg).rglob("*.py")):
             rel = path.relative_to(REPO).with_suffix("")
             parts = list(rel.parts)
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = path
+    for path in sorted(BENCH.glob("*.py")):
+        out[f"bench.{path.stem}"] = path
     return out
 
 
@@ -59,6 +79,13 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
+def _absolute(module: str, name: str) -> str:
+    """A bench script's bare import of a sibling (``peers``) is ``bench.peers``."""
+    if module.startswith("bench.") and name.split(".")[0] in BENCH_NAMES:
+        return f"bench.{name}"
+    return name
+
+
 def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
     if node.level:
         base = module.split(".")
@@ -67,39 +94,44 @@ def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
         base = base[: len(base) - (node.level - 1)]
         target = ".".join([*base, node.module] if node.module else base)
     else:
-        target = node.module or ""
+        target = _absolute(module, node.module or "")
     names = [f"{target}.{a.name}" for a in node.names]
     # a module's own parent packages are being imported already: not an edge
     return [n for n in [target, *names] if n in MODULES and not module.startswith(n + ".")]
 
 
-def _runtime_imports(module: str, path: Path) -> set[str]:
-    """Modules of ours imported at module level (not under TYPE_CHECKING)."""
+def _imports(module: str, path: Path, *, in_functions: bool = False) -> set[str]:
+    """Modules of ours that ``module`` imports when it is imported (not under
+    TYPE_CHECKING), and with ``in_functions`` also those its functions import."""
     tree = ast.parse(path.read_text())
     out: set[str] = set()
 
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If):
-                if not _is_type_checking(node):
-                    visit(node.body)
-                    visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for h in node.handlers:
-                    visit(h.body)
-            elif isinstance(node, ast.Import):
-                out.update(a.name for a in node.names if a.name in MODULES)
-            elif isinstance(node, ast.ImportFrom):
-                out.update(_resolve(module, path, node))
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            out.update(n for a in node.names if (n := _absolute(module, a.name)) in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            out.update(_resolve(module, path, node))
+        elif isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and not in_functions:
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
 
-    visit(tree.body)
+    visit(tree)
     out.discard(module)
     return out
 
 
+def _runtime_imports(module: str, path: Path) -> set[str]:
+    """Modules of ours imported at module level (not under TYPE_CHECKING)."""
+    return _imports(module, path)
+
+
 def test_no_import_cycles():
-    graph = {m: _runtime_imports(m, p) for m, p in MODULES.items()}
+    graph = {m: _imports(m, p, in_functions=True) for m, p in MODULES.items()}
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -120,29 +152,59 @@ def test_no_import_cycles():
             dfs(m)
 
 
-def test_pure_cores_do_not_import_the_broker():
+def _package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_pure_cores_import_neither_the_broker_nor_the_spark_jobs_nor_bench():
     for m, p in MODULES.items():
-        if m.split(".")[0] in ("protocol", "storage", "coordinator", "txn_coordinator"):
-            bad = {n for n in _runtime_imports(m, p) if n.split(".")[0] == "broker"}
-            assert not bad, f"{m} imports {bad}"
+        if _package(m) in CORES:
+            bad = {n for n in _imports(m, p, in_functions=True) if _package(n) in ("broker", SPARK, "bench")}
+            assert not bad, f"{m} imports {sorted(bad)}"
 
 
 def test_the_daemon_does_not_import_the_tools():
     """broker/tools/ is client-side code (docs/architecture.md): the daemon's modules use
-    broker/security/ and protocol/ for what its own outgoing connections need."""
+    broker/security/ and protocol/ for what its own outgoing connections need. The Spark
+    jobs and the benchmarks are client-side too (``krait spark`` runs the jobs from
+    broker/tools/)."""
     for m, p in MODULES.items():
         rel = p.relative_to(REPO).as_posix()
         if not rel.startswith("broker/") or rel.startswith("broker/tools/") or rel in LAZY_OK:
             continue
-        bad = {n for n in _runtime_imports(m, p) if n.startswith("broker.tools")}
+        bad = {n for n in _imports(m, p, in_functions=True)
+               if n.startswith("broker.tools") or _package(n) in (SPARK, "bench")}
         assert not bad, f"{m} imports {sorted(bad)}"
 
 
+def test_spark_jobs_read_the_files_themselves():
+    """spark_jobs/ reads log dirs a broker may be writing, read-only (spark_jobs.logdir):
+    never through storage/, which opens a log to write it, nor through the broker. Of
+    Krait's packages it shares codecs only: protocol/'s (record batches, compression) and
+    coordinator/'s (the ``__consumer_offsets`` records the group jobs decode)."""
+    for m, p in MODULES.items():
+        if _package(m) == SPARK:
+            bad = {n for n in _imports(m, p, in_functions=True)
+                   if _package(n) not in (SPARK, "protocol", "coordinator")}
+            assert not bad, f"{m} imports {sorted(bad)}"
+
+
+def test_nothing_imports_bench():
+    for m, p in MODULES.items():
+        if _package(m) != "bench":
+            bad = {n for n in _imports(m, p, in_functions=True) if _package(n) == "bench"}
+            assert not bad, f"{m} imports {sorted(bad)}"
+
+
 def test_no_lazy_imports_in_the_core():
+    """The daemon's and its cores' modules only: spark_jobs/ and bench/ import numba, the
+    compression libraries, pyspark and plotting inside functions on purpose (a Spark worker
+    is a fresh process per task; a narrow read must not pay for them), and
+    test_no_import_cycles sees those imports too."""
     offenders = []
-    for p in MODULES.values():
+    for m, p in MODULES.items():
         rel = str(p.relative_to(REPO))
-        if rel in LAZY_OK or rel.startswith("broker/tools/"):
+        if _package(m) not in PACKAGES or rel in LAZY_OK or rel.startswith("broker/tools/"):
             continue
         for node in ast.walk(ast.parse(p.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -151,7 +213,8 @@ def test_no_lazy_imports_in_the_core():
                         names = [a.name for a in inner.names]
                         mod = getattr(inner, "module", None) or ""
                         ours = inner.level > 0 if isinstance(inner, ast.ImportFrom) else False
-                        ours = ours or mod.split(".")[0] in PACKAGES or any(n.split(".")[0] in PACKAGES for n in names)
+                        ours = ours or _package(mod) in (*PACKAGES, SPARK) or any(
+                            _package(n) in (*PACKAGES, SPARK) for n in names)
                         if ours:
                             offenders.append(f"{rel}:{inner.lineno} in {node.name}()")
     assert not offenders, "imports inside functions: " + ", ".join(offenders)
@@ -159,19 +222,24 @@ def test_no_lazy_imports_in_the_core():
 
 def test_every_module_imports_alone():
     """Each module in a fresh interpreter: an import order that only works because another
-    module happened to be imported first fails here."""
-    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    for m in MODULES:
-        if m.endswith("__main__"):
-            continue  # runs the program when imported
-        r = subprocess.run([sys.executable, "-c", code, m], cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, f"import {m} alone failed:\n{r.stderr[-2000:]}"
+    module happened to be imported first fails here. A bench module is imported as its
+    script imports it: by bare name, with bench/ first on sys.path."""
+    code = ("import importlib, sys\nif sys.argv[1] == 'bench':\n    sys.path.insert(0, 'bench')\n"
+            "importlib.import_module(sys.argv[2])\n")
+
+    def run(m: str) -> tuple[str, subprocess.CompletedProcess]:
+        args = ["bench", m.removeprefix("bench.")] if _package(m) == "bench" else ["-", m]
+        return m, subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
+                                 timeout=120)
+
+    # __main__ runs the program when imported; the rest a few at a time (each is a fresh process)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        for m, r in pool.map(run, [m for m in MODULES if not m.endswith("__main__")]):
+            assert r.returncode == 0, f"import {m} alone failed:\n{r.stderr[-2000:]}"
 
 
 def test_module_length():
-    # the benchmarks and Spark jobs too, though they are not part of the import rules above
-    paths = [*MODULES.values(), *sorted((REPO / "bench").glob("*.py")), *sorted((REPO / "spark_jobs").glob("*.py"))]
-    lengths = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in paths}
+    lengths = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in MODULES.values()}
     long = {m: n for m, n in lengths.items() if WARN_LINES < n <= MAX_LINES}
     if long:
         warnings.warn(f"modules over {WARN_LINES} lines (split them if they hold more than one subject): {long}",
@@ -203,3 +271,42 @@ def test_every_served_version_has_kio_schemas(key):
     r = apis.SUPPORTED[key]
     for v in range(r.served_from, r.max_version + 1):
         assert apis.has_schema(key, v) and apis.has_schema(key, v, "response"), f"{api_key_map[key]} v{v}"
+
+
+def _api_table() -> list[tuple[list[int], list[str], list[str]]]:
+    """The rows of docs/architecture.md's "Where each API lives" table: (keys, Kafka's API
+    names, handler modules); keys may be ranges ("24-28")."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("\n## Where each API lives\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 3 or not cells[0][:1].isdigit():
+            continue  # not a row, or the header
+        keys: list[int] = []
+        for part in cells[0].split(","):
+            lo, _, hi = part.strip().partition("-")
+            keys += range(int(lo), int(hi or lo) + 1)
+        rows.append((keys, [n.strip() for n in cells[1].split(",")], re.findall(r"`([a-z_]+\.py)`", cells[2])))
+    return rows
+
+
+def test_the_api_table_lists_every_handler():
+    """docs/architecture.md's API table and the registered handlers agree: every served API
+    is in it once, with Kafka's name for its key and its handler module."""
+    load_all()
+    rows = _api_table()
+    assert rows, "no API table under '## Where each API lives' in docs/architecture.md"
+    listed: list[int] = []
+    for keys, names, modules in rows:
+        assert len(keys) == len(names) == len(modules), \
+            f"table row {keys}: {len(keys)} keys, {len(names)} names, {len(modules)} modules"
+        for key, name, module in zip(keys, names, modules, strict=True):
+            snake = api_key_map.get(key, "?")
+            assert name == "".join(w.capitalize() for w in snake.split("_")), f"key {key} is {snake}, not {name}"
+            assert module == f"{snake}.py", f"{name} (key {key}) is handled in {snake}.py, not {module}"
+            listed.append(key)
+    assert len(listed) == len(set(listed)), f"listed twice: {sorted(k for k in set(listed) if listed.count(k) > 1)}"
+    missing = {k: api_key_map[k] for k in sorted(set(HANDLERS) - set(listed))}
+    unserved = {k: api_key_map.get(k) for k in sorted(set(listed) - set(HANDLERS))}
+    assert not missing and not unserved, f"not in the table: {missing}; in the table but not served: {unserved}"
