@@ -27,6 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from broker.tools.perf_stats import BrokerCpu  # noqa: E402
+from tests.krait_harness import spawn  # noqa: E402
 
 WORKLOADS = {
     # name: (perf mode, topic, args); the consumers read what produce-100B wrote
@@ -51,7 +52,7 @@ class Broker:
         self.tree = tree
         self.dir = tempfile.mkdtemp(prefix="krait-ab-")
         self.port = _free_port()
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [sys.executable, "-m", "broker", "--override", f"log.dirs={self.dir}", "--override",
              f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", "krait.http.listener=",
              "--log-level", "WARNING"],

@@ -28,6 +28,7 @@ from broker.tools.perf_stats import BrokerCpu  # noqa: E402
 from broker.tools.wire import WireClient  # noqa: E402
 from protocol.apis import ApiKey  # noqa: E402
 from protocol.errors import KafkaError  # noqa: E402
+from tests.krait_harness import spawn  # noqa: E402
 
 PY = sys.executable
 
@@ -196,9 +197,9 @@ class Running:
     def spawn(self) -> float:
         logf = open(self.log_path, "ab")
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.kind.command(self.port, self.data_dir), cwd=ROOT, stdout=logf,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = spawn(self.kind.command(self.port, self.data_dir), cwd=ROOT, stdout=logf,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
         logf.close()
         return t0
 

@@ -35,6 +35,7 @@ import pyarrow as pa  # noqa: E402
 
 from protocol.records import build_batch  # noqa: E402
 from spark_jobs.synth import PartitionWriter  # noqa: E402
+from tests.krait_harness import spawn  # noqa: E402
 
 RECORDS_PER_BATCH = 150  # 150 x ~107 bytes = ~16 KiB, a producer's default batch.size
 VALUE = bytes(range(100))
@@ -135,10 +136,10 @@ def start_broker(log_dir: str) -> tuple[subprocess.Popen, str] | str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     krait = os.path.join(os.path.dirname(sys.executable), "krait")
-    proc = subprocess.Popen([krait, "serve", "--override", f"log.dirs={log_dir}",
+    proc = spawn([krait, "serve", "--override", f"log.dirs={log_dir}",
                              "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                             "--override", "krait.http.listener="],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                   "--override", "krait.http.listener="],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 20
     while time.time() < deadline:
         if proc.poll() is not None:

@@ -2,21 +2,90 @@
 
 Tests drive it with real clients over real sockets; SIGKILL/restart tests use the same
 object. Shared by the broker, coordinator, Spark and bench tests.
+
+Every server process the tests and benchmarks start goes through ``spawn``: it dies with
+the process that started it, however that one ends (SIGKILL, an interrupted benchmark, a
+pytest-xdist worker that crashed), so that no broker or ZooKeeper is ever left behind.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import ctypes
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+_PR_SET_PDEATHSIG = 1
+_SETPRIV = shutil.which("setpriv")
+#: looked up here, not in the forked child, where dlopen could wait for a lock another thread held
+_prctl = None if _SETPRIV else ctypes.CDLL(None, use_errno=True).prctl
+_spawn_lock = threading.Lock()
+_spawn_queue: queue.SimpleQueue | None = None
+
+
+def _spawner_loop(q: queue.SimpleQueue) -> None:
+    while True:
+        fn, fut = q.get()
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+
+def _reset_spawner() -> None:
+    global _spawn_queue
+    _spawn_queue = None  # a forked child has no spawner thread: it starts its own
+
+
+os.register_at_fork(after_in_child=_reset_spawner)
+
+
+def _in_spawner_thread(fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """Run fn in the one daemon thread that lives as long as this process. The kernel sends
+    PR_SET_PDEATHSIG when the *thread* that forked the child ends, not the process: a broker
+    started from a short-lived thread (a chaos nemesis, a benchmark's starter thread) would
+    be killed with that thread. A daemon thread ends only with the process."""
+    global _spawn_queue
+    with _spawn_lock:
+        if _spawn_queue is None:
+            _spawn_queue = queue.SimpleQueue()
+            threading.Thread(target=_spawner_loop, args=(_spawn_queue,), name="krait-spawner", daemon=True).start()
+        q = _spawn_queue
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    q.put((fn, fut))
+    return fut.result()
+
+
+def _die_with_parent(parent: int) -> None:  # runs in the child between fork and exec
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl: nobody would send the signal
+        os._exit(1)
+
+
+def spawn(args: list[str], **popen_kwargs) -> subprocess.Popen:
+    """subprocess.Popen(args, **popen_kwargs) for a process that gets SIGKILL when this
+    process ends, however it ends (prctl PR_SET_PDEATHSIG: util-linux's setpriv where it is
+    installed, so that no Python code runs between fork and exec, a preexec_fn elsewhere).
+    The child's pid is the program's own (setpriv execs it), as os.kill(SIGSTOP) needs."""
+    if _SETPRIV:
+        args = [_SETPRIV, "--pdeathsig", "KILL", "--", *args]
+    else:
+        parent = os.getpid()
+        popen_kwargs["preexec_fn"] = lambda: _die_with_parent(parent)
+    return _in_spawner_thread(lambda: subprocess.Popen(args, **popen_kwargs))
 
 
 def free_port() -> int:
@@ -51,9 +120,9 @@ class BrokerProcess:
         args = [sys.executable, "-m", "broker"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
-        logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        with open(self.log_path, "ab") as logf:  # the child has its own copy of the descriptor
+            self.proc = spawn(args, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.krait_harness import REPO, free_port
+from tests.krait_harness import REPO, free_port, spawn
 
 from .topology import LoopbackNet, NamespaceNet, Node
 
@@ -61,7 +61,8 @@ class Proc:
 
     def spawn(self, argv: list[str], **kw) -> None:
         with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(self.node.wrap(argv), stdout=logf, stderr=subprocess.STDOUT, **kw)
+            # dies with the runner, however it ends (an interrupted soak leaves no broker behind)
+            self.proc = spawn(self.node.wrap(argv), stdout=logf, stderr=subprocess.STDOUT, **kw)
         self.paused = False
 
     @property

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from protocol.records import iter_headers
 from storage.checkpoints import REPLICATION_OFFSET, read_checkpoint
-from tests.krait_harness import REPO, kafka_client_jars
+from tests.krait_harness import REPO, kafka_client_jars, spawn
 
 from . import checker
 from .cluster import ChaosCluster
@@ -90,7 +90,7 @@ class Clients:
             argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, TOPIC, out, "--name", name,
                     "--partitions", str(PARTITIONS), *extra]
         with open(self.hist / f"{name}.stderr", "ab") as err:
-            return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+            return spawn(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
 
     def start(self, roles: tuple[str, ...]) -> None:
         for name, role, extra in self.plan:

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.krait_harness import free_port
+from tests.krait_harness import free_port, spawn
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 ZK_CONF = Path("/etc/zookeeper/conf")
@@ -37,7 +37,7 @@ class ZooKeeperProcess:
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
         classpath = f"{ZK_CONF}:{ZK_JAR}" if ZK_CONF.exists() else str(ZK_JAR)
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             ["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-cp", classpath,
              "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.port), self.dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
