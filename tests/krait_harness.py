@@ -89,9 +89,21 @@ def spawn(args: list[str], **popen_kwargs) -> subprocess.Popen:
 
 
 def free_port() -> int:
+    """A port for a server about to start, kept from everybody else meanwhile. Tests run in
+    parallel (pytest-xdist workers, other people's runs): a port merely found free could be
+    handed out by the kernel again (bind to port 0, a client's connect) before the server
+    binds it. A connection to it, closed by its accepting side, leaves it in TIME_WAIT for a
+    minute: the kernel then gives it to no bind(0) and no connect(), while a server setting
+    SO_REUSEADDR (asyncio's and aiohttp's default, ZooKeeper's) binds it at once."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.listen(1)
+        port = s.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):
+            conn, _ = s.accept()
+            conn.close()  # the accepting side closes first: the TIME_WAIT is on `port`
+    return port
 
 
 class BrokerProcess:

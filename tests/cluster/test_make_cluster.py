@@ -29,6 +29,8 @@ def _free_port_run(n: int) -> int:
         try:
             for port in range(base, base + n):
                 with socket.socket() as s:
+                    # as the servers bind (free_port leaves `base` in TIME_WAIT, which they reuse)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     s.bind(("127.0.0.1", port))
         except OSError:
             continue
