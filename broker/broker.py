@@ -35,7 +35,7 @@ from .log_dir_failure import LogDirFailureHandler
 from .log_dirs import LogDirs
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
-from .replica_manager import LEADER_EPOCH, ReplicaManager
+from .replica.manager import ReplicaManager
 from .security.authorizer import Authorizer, authorizer_from_configs
 from .security.listeners import ConnectionLimits, listener_security
 from .security.quotas import QuotaManager
@@ -59,7 +59,7 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs = config.log_dirs
         self.registry = TopicRegistry(self.log_dirs[0])
-        self.producer_ids = ProducerIdManager(self.registry)
+        self.producer_ids = ProducerIdManager()
         try:
             #: None unless authorizer.class.name names Kafka's ACL authorizer
             self.authorizer: Authorizer | None = authorizer_from_configs(config.originals)
@@ -71,8 +71,9 @@ class Broker:
         if self.connection_limits.max_connections >= 2**31 - 1 and self.connection_limits.per_ip >= 2**31 - 1 \
                 and not self.connection_limits.overrides:
             self.connection_limits = None  # Kafka's defaults: no limit, no bookkeeping
-        #: ACLs, SCRAM credentials and client quotas (ZooKeeper's in cluster mode)
-        self.security_store = SecurityStore(self.log_dirs[0])
+        #: ACLs, SCRAM credentials and client quotas (the metadata store's: ZooKeeper's in a
+        #: ZooKeeper cluster, the log dir's own otherwise)
+        self.security_store: SecurityStore | ZkSecurityStore = SecurityStore(self.log_dirs[0])
         #: client quotas (producer/consumer byte rates, request percentage) from the store
         self.quotas = QuotaManager.from_originals(config.originals)
         self.security_store.listeners.append(self._security_changed)
@@ -82,9 +83,10 @@ class Broker:
         self.topics: TopicAdmin | None = None
         self.configs: ConfigAdmin | None = None
         self.log_dirs_admin: LogDirs | None = None
-        #: cluster mode (zookeeper.connect): membership, metadata, replication, controller
+        #: membership, metadata, replication, controller (a single node is a one-broker
+        #: cluster on the local metadata store); built at start()
         self.cluster: ClusterNode | None = None
-        #: cluster mode: the leader's side of replication (followers' fetches, the ISR)
+        #: the leader's side of replication (followers' fetches, the ISR), at start()
         self.replication = None
         self.groups: CoordinatorDriver | None = None  # the group coordinator's driver, set at start()
         self.transactions: TransactionDriver | None = None  # the transaction coordinator's driver, at start()
@@ -117,22 +119,18 @@ class Broker:
         self.registry.load()
         self.security_store.load()
         self._security_changed()
-        # in cluster mode the id comes from ZooKeeper at start()
-        if self.registry.cluster_id is None and not self.config["zookeeper.connect"]:
-            self.registry.cluster_id = self.config["cluster.id"] or new_cluster_id()
-            self.registry.save()
-        replicated = bool(self.config["zookeeper.connect"])
+        # every log keeps its high watermark apart from its end (replication moves it, on
+        # one node as on many): a single node's ISR of one moves it at each append
         self.logs = LogManager(self.log_dirs, base_log_config(self.config.topic_defaults(), self.registry),
                                producer_id_expiration_ms=self.effective_config()["producer.id.expiration.ms"],
-                               replicated=replicated)
-        self.replicas = ReplicaManager(self.logs, self.node_id, replicated=replicated)
+                               replicated=True)
+        self.replicas = ReplicaManager(self.logs, self.node_id)
         self.topics = TopicAdmin(self.config, self.registry, self.logs, self.replicas)
         self.configs = ConfigAdmin(self.config, self.registry, self.topics, self.logs, self.node_id)
         self.log_dirs_admin = LogDirs(self.logs, self.registry)
+        # the metadata store says which replicas this broker holds (at start(); one missing
+        # from the log dirs is created empty then)
         self.logs.load({info.name: self.topics.topic_log_config(info) for info in self.registry.topics.values()})
-        if not replicated:
-            # in cluster mode ZooKeeper says which replicas this broker holds (at start())
-            self.topics.ensure_partitions_exist()
         log.info("loaded %d topics, %d partitions in %.3fs", len(self.registry.topics),
                  len(self.logs.partitions()), time.monotonic() - t0)
 
@@ -143,14 +141,12 @@ class Broker:
         except BaseException:
             self.logs.shutdown()
             raise
-        if self.config["zookeeper.connect"]:
-            self._join_cluster()
+        self._join_cluster()
         self.log_dir_failures.attach()
         self.groups = CoordinatorDriver(self.config, self.registry, self.replicas, self.topics, broker=self)
         self.transactions = TransactionDriver(self)
-        if self.cluster is not None:
-            self.cluster.listeners.append(self.groups.follow_leadership)
-            self.cluster.listeners.append(self.transactions.follow_leadership)
+        self.cluster.listeners.append(self.groups.follow_leadership)
+        self.cluster.listeners.append(self.transactions.follow_leadership)
         self._servers = await start_listeners(self)
         self.serving = True
         self._timers = [
@@ -165,14 +161,13 @@ class Broker:
             asyncio.ensure_future(self._every(lambda: min(15.0, self.effective_config()["log.cleaner.backoff.ms"] / 1000),
                                               self._clean)),
         ]
-        if self.replication is not None:
-            # Kafka checks for lagging followers every replica.lag.time.max.ms / 2
-            self._timers.append(asyncio.ensure_future(
-                self._every(self.config["replica.lag.time.max.ms"] / 2000, self.replication.shrink_isrs)))
-            if self.config["auto.leader.rebalance.enable"]:
-                self._timers.append(asyncio.ensure_future(self._every(
-                    self.config["leader.imbalance.check.interval.seconds"],
-                    lambda: self.track(asyncio.ensure_future(self.cluster.rebalance_leaders())))))
+        # Kafka checks for lagging followers every replica.lag.time.max.ms / 2
+        self._timers.append(asyncio.ensure_future(
+            self._every(self.config["replica.lag.time.max.ms"] / 2000, self.replication.shrink_isrs)))
+        if self.config["auto.leader.rebalance.enable"]:
+            self._timers.append(asyncio.ensure_future(self._every(
+                self.config["leader.imbalance.check.interval.seconds"],
+                lambda: self.track(asyncio.ensure_future(self.cluster.rebalance_leaders())))))
         log.info("Krait %s started: node.id=%d listeners=%s advertised=%s log.dirs=%s cluster.id=%s", VERSION,
                  self.node_id, ",".join(map(str, self.config.listeners)),
                  ",".join(map(str, self.config.advertised_listeners)), ",".join(self.log_dirs),
@@ -201,14 +196,15 @@ class Broker:
         if cluster_id != self.registry.cluster_id:
             self.registry.cluster_id = cluster_id
             self.registry.save()
-        # ACLs, SCRAM credentials and quotas are the cluster's: ZooKeeper's, in Kafka's layout
-        store = ZkSecurityStore(self.cluster.membership.zk, asyncio.get_running_loop(), self.security_store.listeners)
-        store.load()
-        self.security_store = store
-        self._security_changed()
+        # ACLs, SCRAM credentials and quotas are the cluster's (ZooKeeper's, in Kafka's layout)
+        store = self.cluster.membership.security_store(self.security_store, asyncio.get_running_loop())
+        if store is not self.security_store:
+            store.load()
+            self.security_store = store
+            self._security_changed()
 
     def _open_replica_log(self, info, partition: int):
-        """Cluster mode: the local log of a replica ZooKeeper assigns here (created empty)."""
+        """The local log of a replica the metadata store assigns here (created empty)."""
         plog = self.logs.get(info.name, partition)
         if plog is None:
             try:
@@ -240,22 +236,16 @@ class Broker:
     def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int]]:
         """(id, host, port) of every live broker on ``listener`` (a client is answered with the
         endpoints of the listener it connected to, as in Kafka; None: the first listener)."""
-        if self.cluster is None:
-            adv = self.config.advertised_listeners
-            lst = next((a for a in adv if a.name == listener), adv[0])
-            return [(self.node_id, lst.host, lst.port)]
         return self.cluster.membership.live_endpoints(listener)
 
     def cluster_version(self) -> tuple[int, int]:
         """Changes whenever brokers, the controller or partition states change (Metadata's
         cache key)."""
-        if self.cluster is None:
-            return (0, 0)
         return (self.cluster.membership.version, self.cluster.version)
 
     def cluster_states(self) -> dict:
-        """Cluster mode: every partition's state (leader, epoch, ISR) from ZooKeeper."""
-        return self.cluster.states() if self.cluster is not None else {}
+        """Every partition's state (leader, epoch, ISR) from the metadata store."""
+        return self.cluster.states()
 
     def partition_metadata(self, topic: str, partition: int) -> tuple[int, int, int, tuple, tuple, tuple]:
         """(error, leader, leader epoch, replicas, ISR, offline replicas) of one partition,
@@ -264,11 +254,6 @@ class Broker:
         # this broker's own replica in a failed log dir is offline too (Kafka's metadata
         # learns it from the controller; the other brokers' ones are left out of their ISRs)
         local_offline = plog is not None and plog.offline
-        if self.cluster is None:
-            node = (self.node_id,)
-            if local_offline:  # the only replica is offline: no leader, as Kafka's controller decides
-                return ErrorCode.leader_not_available, -1, LEADER_EPOCH, node, node, node
-            return ErrorCode.none, self.node_id, LEADER_EPOCH, node, node, ()
         meta = self.cluster.metadata.topics.get(topic) if self.cluster.metadata is not None else None
         replicas = tuple(meta.assignment.get(partition, ())) if meta is not None else ()
         state = self.cluster.states().get((topic, partition))
@@ -280,20 +265,17 @@ class Broker:
         return ErrorCode.none, state.leader, state.leader_epoch, replicas, tuple(state.isr), offline
 
     def controller_id(self) -> int:
-        """The cluster's controller (this broker in single-node mode); -1 when none is elected."""
-        if self.cluster is None:
-            return self.node_id
+        """The cluster's controller (this broker on a single node); -1 when none is elected."""
         cid = self.cluster.membership.controller_id
         return -1 if cid is None else cid
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish, flush, checkpoint, mark clean."""
         self.stopping = True
-        if self.cluster is not None:
+        if self.cluster is not None:  # None before start() joined the cluster
             if self.config["controlled.shutdown.enable"]:
                 await self.cluster.controlled_shutdown(grace)
-            if isinstance(self.security_store, ZkSecurityStore):
-                self.security_store.stop()
+            self.security_store.stop()
             self.cluster.stop()  # the registration (and the controller role) go at once
         if self.log_dirs_admin is not None:
             self.log_dirs_admin.stopping = True

@@ -1,7 +1,7 @@
 """What every coordinator driver does on the event loop (the group and the transaction
 coordinators are pure state machines with an injected clock and log): turn an
 operation's ``respond`` callback into a value or an awaitable for the connection, hold the
-answer until the records the operation wrote are replicated (cluster mode: Kafka appends
+answer until the records the operation wrote are replicated (Kafka appends
 coordinator records with acks=all), and run the core's timers when it says they are due.
 An answer whose records did not reach the ISR (leadership moved, or the wait timed out)
 is never a success: it carries the error Kafka's coordinators map the append's error to.
@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from protocol.records import iter_headers, iter_records, parse_control_batch
 from storage.log import PartitionLog
 
-from .replica_manager import ReplicaManager
+from .replica.manager import ReplicaManager
 from .topic_admin import TopicAdmin
 
 TopicPartition = tuple[str, int]
@@ -52,7 +52,7 @@ class CoordinatorShell:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._stopped = False
-        #: cluster mode: (partition, next offset, leader epoch) of appends made by the current call
+        #: (partition, next offset, leader epoch) of appends made by the current call
         self._appended: list[tuple[TopicPartition, int, int]] = []
         #: background waits for appends no answer waits for
         self._settling: set[asyncio.Task] = set()
@@ -71,8 +71,7 @@ class CoordinatorShell:
     # --- appends --------------------------------------------------------------------------
     def appended(self, tp: TopicPartition, next_offset: int) -> None:
         """Note an append of the running operation: its answer waits for the ISR to have it."""
-        if self.replicas.replicated:
-            self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
+        self._appended.append((tp, next_offset, self.replicas.leader_epoch_of(*tp)))
 
     def uncommitted(self) -> list[tuple[TopicPartition, int, int]]:
         """Earlier appends not yet replicated that an answer read from the core's state may
@@ -87,8 +86,8 @@ class CoordinatorShell:
         """Create a coordinator's topic on first use, as Kafka does, with the configured
         replication factor but never more than the live brokers (nor a min.insync.replicas
         above it: a single broker must still write its coordinator's state). Another broker
-        creating it a moment earlier is fine. In cluster mode the creation runs in the
-        background (the ZooKeeper write is off the event loop): the coordinator's
+        creating it a moment earlier is fine. On ZooKeeper the creation runs in the
+        background (the write is off the event loop): the coordinator's
         partitions have no leader until it lands, which FindCoordinator answers with
         COORDINATOR_NOT_AVAILABLE, as Kafka does while it creates the topic."""
         rf = max(1, min(replication_factor, len(topics.live_brokers())))

@@ -2,8 +2,8 @@
 ``__consumer_offsets``, replays that topic at start-up, runs its timers, and turns its
 ``respond`` callbacks into values or awaitables for the connection.
 
-In cluster mode the coordinator of a group is the leader of its ``__consumer_offsets``
-partition: the driver loads a partition's groups when this broker becomes its leader and
+The coordinator of a group is the leader of its ``__consumer_offsets`` partition (on a
+single node, this broker, which leads them all): the driver loads a partition's groups when this broker becomes its leader and
 drops them when leadership moves (:meth:`CoordinatorDriver.follow_leadership`), and a
 response that wrote records waits until the ISR has them (Kafka appends group records
 with acks=all), so a commit that was answered survives the loss of this broker. The
@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from coordinator.diagnostics import SlowRebalanceWatch
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_SEQUENCE, build_batch
 from storage.transactions import SENTINEL_GUARD, VerificationGuard
 
 from .config import BrokerConfig
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .legacy_placement import LegacyPartitions
-from .replica_manager import ReplicaManager
+from .replica.manager import ReplicaManager
 from .topic_admin import TopicAdmin
 from .topics import INTERNAL_TOPICS, TopicRegistry
 
@@ -77,7 +76,7 @@ class CoordinatorDriver(CoordinatorShell):
 
     def __init__(self, config: BrokerConfig, registry: TopicRegistry, replicas: ReplicaManager, topics: TopicAdmin,
                  broker: Broker | None = None):
-        """``broker``: cluster mode, where the other brokers are (legacy partitions led there)."""
+        """``broker``: where the other brokers are (legacy partitions led there)."""
         super().__init__(replicas, config["offsets.commit.timeout.ms"] / 1000, log)
         self._legacy = LegacyPartitions(self, OFFSETS_TOPIC, broker)
         self.broker_config = config
@@ -98,11 +97,8 @@ class CoordinatorDriver(CoordinatorShell):
         #: an earlier leadership was failed by the unload, whatever its wait reports later
         self._loaded_epoch: dict[int, int] = {}
         self._schedule_rebalance_check()
-        if replicas.replicated:
-            self.coordinator.serve_only(())  # none until this broker leads a partition
-            self.follow_leadership()
-        elif registry.get(OFFSETS_TOPIC) is not None:
-            self._load()
+        self.coordinator.serve_only(())  # none until this broker leads a partition
+        self.follow_leadership()
 
     def topic_map(self) -> dict[str, tuple[uuid.UUID, int]]:
         """What consumer groups subscribe to: every topic but the internal ones, as {name:
@@ -132,32 +128,7 @@ class CoordinatorDriver(CoordinatorShell):
                                        "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
                                        "compression.type": "producer",
                                    })
-        if self.replicas.replicated:
-            self.follow_leadership()
-            return
-        partitions = range(self.config.offsets_topic_num_partitions)
-        self.coordinator.start_loading(partitions)
-        for p in partitions:
-            self.coordinator.finished_loading(p)
-
-    def _load(self) -> None:
-        """Replay every partition of __consumer_offsets into the coordinator, each after its
-        legacy partition: the two of a pair are read once for both loads."""
-        t0 = time.monotonic()
-        info = self.registry.get(OFFSETS_TOPIC)
-        partitions = range(info.partitions)
-        self.coordinator.start_loading(partitions)
-        total = 0
-        for p in partitions:
-            q = self.coordinator.legacy_partition(p)
-            if q in partitions and q < p:
-                continue  # loaded with q
-            pair = {x: self._legacy.local(x) or [] for x in (p, q) if x in partitions}
-            for x in sorted(pair):
-                total += len(pair[x])
-                self._load_partition(x, pair.get(self.coordinator.legacy_partition(x), []), pair[x])
-        log.info("loaded %d groups from %d %s records in %.3fs", len(self.coordinator.groups()), total,
-                 OFFSETS_TOPIC, time.monotonic() - t0)
+        self.follow_leadership()
 
     def _load_partition(self, p: int, legacy: list[LoadItem], records: list[LoadItem], hw: int | None = None) -> None:
         """Load one partition after the records of its legacy partition, and delete there
@@ -172,8 +143,8 @@ class CoordinatorDriver(CoordinatorShell):
             self._legacy.delete(moved, p, appended)
 
     def follow_leadership(self) -> None:
-        """Cluster mode, after every metadata change: serve the groups of exactly the
-        __consumer_offsets partitions this broker leads, loading them from its replica."""
+        """After every metadata change: serve the groups of exactly the __consumer_offsets
+        partitions this broker leads, loading them from its replica."""
         led = {tp[1] for tp, part in self.replicas.partitions.items() if tp[0] == OFFSETS_TOPIC and part.is_leader}
         served = self.coordinator.served_partitions() or set()
         for p in sorted(served - led):
@@ -194,7 +165,7 @@ class CoordinatorDriver(CoordinatorShell):
         self.reschedule_soon()
 
     def _load_led(self, p: int, legacy: list[LoadItem]) -> None:
-        plog = self.replicas.logs.get(OFFSETS_TOPIC, p)
+        plog = self.replicas.local_log(OFFSETS_TOPIC, p)
         # the new leader's log is the truth now: load all of it, up to its end; what lies
         # past its high watermark shows once the followers have it
         records = list(read_partition(plog, plog.log_end_offset)) if plog is not None else []
@@ -256,7 +227,7 @@ class CoordinatorDriver(CoordinatorShell):
 
     # --- OffsetsLog protocol ------------------------------------------------------------------
     def high_watermark(self, partition: int) -> int | None:
-        plog = self.replicas.logs.get(OFFSETS_TOPIC, partition)
+        plog = self.replicas.local_log(OFFSETS_TOPIC, partition)
         return None if plog is None else plog.high_watermark
 
     def append(self, partition: int, records: list, *, producer_id: int = -1, producer_epoch: int = -1) -> int:
@@ -283,11 +254,15 @@ class CoordinatorDriver(CoordinatorShell):
         partition = core.txn_offset_commit_partition(req)
         if partition is None or transactions is None or not getattr(transactions, "verification", True):
             return self.call(core.txn_offset_commit, req)
-        plog = self.replicas.logs.get(OFFSETS_TOPIC, partition)
+        plog = self.replicas.local_log(OFFSETS_TOPIC, partition)
         if plog is None:
             # Kafka's getPartitionOrException (answered as COORDINATOR_NOT_AVAILABLE)
             return self.call(core.txn_offset_commit, req, verification=ErrorCode.unknown_topic_or_partition)
-        guard = plog.maybe_start_transaction_verification(req.producer_id, NO_SEQUENCE, req.producer_epoch)
+        try:
+            guard = self.replicas.start_transaction_verification(OFFSETS_TOPIC, partition, req.producer_id,
+                                                                 NO_SEQUENCE, req.producer_epoch)
+        except KafkaError as exc:
+            return self.call(core.txn_offset_commit, req, verification=exc.error_code)
         if guard is SENTINEL_GUARD:
             return self.call(core.txn_offset_commit, req)
         try:
@@ -335,7 +310,7 @@ class CoordinatorDriver(CoordinatorShell):
         many groups have some."""
         with self.operation() as appended:
             n = self.coordinator.complete_transaction(partition, producer_id, commit, marker_end)
-        if marker_end is not None and self.replicas.replicated:
+        if marker_end is not None:
             tp = (OFFSETS_TOPIC, partition)
             self.background(self._settle_while_leading(tp, marker_end, self.replicas.leader_epoch_of(*tp)))
         self.settle_later(appended)

@@ -3,12 +3,13 @@ placement wrote them to (coordinator/placement.py): reading that legacy partitio
 coordinator loads a partition, and deleting the moved keys there once their copies are
 durable (coordinator/relocation.py, txn_coordinator/loader.py).
 
-The legacy partition is read from this broker's replica when it holds all of it: on a
-single broker always; in cluster mode when this broker leads it or is in its ISR (an
-in-sync replica has every committed record). Otherwise it is fetched from its leader, as
-a consumer would, and the partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS
-until then. The tombstones go into the legacy partition after the copies are replicated
-(on a single broker: flushed), appended here when this broker leads it, else produced to
+The legacy partition is read from this broker's replica when it holds all of it: when
+this broker leads it or is in its ISR (an in-sync replica has every committed record; a
+single node leads them all). Otherwise it is fetched from its leader, as a consumer
+would, and the partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS until then.
+The tombstones go into the legacy partition after the copies are replicated and flushed
+here (with an ISR of one, the flush is what makes them durable), appended here when this
+broker leads it, else produced to
 its leader with Kafka's admin client id, the one client id Kafka lets write an internal
 topic. Any failure leaves the legacy records in place: the next load moves them again.
 """
@@ -47,7 +48,7 @@ TopicPartition = tuple[str, int]
 
 class LegacyPartitions:
     """One coordinator topic's legacy partitions, for its driver (``shell``). ``broker``
-    (cluster mode) says who leads a partition and how to reach that broker."""
+    says who leads a partition and how to reach that broker (None: tests of one broker)."""
 
     def __init__(self, shell: CoordinatorShell, topic: str, broker: Broker | None = None) -> None:
         self.shell = shell
@@ -62,10 +63,8 @@ class LegacyPartitions:
     # --- reading ------------------------------------------------------------------------
     def local(self, partition: int) -> list[LoadItem] | None:
         """The legacy partition's records from this broker's replica, or None when that
-        replica may lack committed records (cluster mode, neither leader nor in the ISR)."""
-        plog = self.replicas.logs.get(self.topic, partition)
-        if not self.replicas.replicated:
-            return list(read_partition(plog)) if plog is not None else []
+        replica may lack committed records (neither leader nor in the ISR)."""
+        plog = self.replicas.local_log(self.topic, partition)
         part = self.replicas.partitions.get((self.topic, partition))
         if plog is None or part is None or not (part.is_leader or self.replicas.broker_id in part.isr):
             return None
@@ -129,25 +128,19 @@ class LegacyPartitions:
     # --- deleting -------------------------------------------------------------------------
     def delete(self, moved: Relocation, copied_into: int, copies: list[tuple[TopicPartition, int, int]]) -> None:
         """Tombstone the moved keys in ``moved.source`` once the copies written into
-        ``copied_into`` (``copies``: their appends, cluster mode) are durable."""
+        ``copied_into`` (``copies``: their appends) are durable."""
         records = [(k, None) for k in moved.tombstones]
-        if not self.replicas.replicated:
-            plog = self.replicas.logs.get(self.topic, copied_into)
-            try:
-                if plog is not None:
-                    plog.flush()  # the copies reach the disk before their originals go
-                self._append_here(moved.source, records)
-            except Exception as exc:
-                log.warning("%s-%d: deleting %d moved keys failed: %s", self.topic, moved.source, len(records), exc)
-            return
-        self._track(self._delete_when_durable(moved.source, records, copies))
+        self._track(self._delete_when_durable(moved.source, copied_into, records, copies))
 
-    async def _delete_when_durable(self, source: int, records: list[tuple[bytes, None]],
+    async def _delete_when_durable(self, source: int, copied_into: int, records: list[tuple[bytes, None]],
                                    copies: list[tuple[TopicPartition, int, int]]) -> None:
         if copies and not await self.shell.replicated(copies):
             log.warning("%s: copies of moved keys not replicated; %s-%d keeps them", self.topic, self.topic, source)
             return
         try:
+            plog = self.replicas.local_log(self.topic, copied_into)
+            if plog is not None:
+                plog.flush()  # the copies reach the disk before their originals go
             leader = self._leader(source)
             if leader == self.replicas.broker_id:
                 res = self._append_here(source, records)
@@ -166,8 +159,7 @@ class LegacyPartitions:
 
     def _append_here(self, source: int, records: list[tuple[bytes, None]]) -> Any:
         batch = build_batch(records, timestamp=now_ms())
-        return self.replicas.append_records(self.topic, source, bytearray(batch), now_ms(), internal_ok=True,
-                                            acks=-1 if self.replicas.replicated else 1)
+        return self.replicas.append_records(self.topic, source, bytearray(batch), now_ms(), internal_ok=True, acks=-1)
 
     async def _produce(self, leader: int, source: int, records: list[tuple[bytes, None]]) -> ErrorCode:
         batch = build_batch(records, timestamp=now_ms())
@@ -188,9 +180,9 @@ class LegacyPartitions:
 
     def channel(self) -> BrokerChannel:
         if self._channel is None:
-            cluster = self.broker.cluster if self.broker is not None else None
-            if cluster is None:
-                raise ConnectionError("not in a cluster")
+            if self.broker is None:
+                raise ConnectionError("no other broker to reach")
+            cluster = self.broker.cluster
             self._channel = BrokerChannel(self.replicas.broker_id, cluster.endpoint_of,
                                           security=cluster.inter_broker_security)
         return self._channel

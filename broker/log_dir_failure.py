@@ -70,7 +70,7 @@ class LogDirFailureHandler:
                 log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(b.logs.log_dirs))
                 b.fatal_stop(EXIT_ALL_LOG_DIRS_FAILED)
             return
-        if b.cluster is not None:
+        if b.cluster is not None:  # None only before start() joined the cluster
             b.cluster.log_dir_events.report()
             b.cluster.sync()  # the coordinators let go of the partitions they led there
         log.warning("Stopped serving replicas in dir %s", log_dir)

@@ -193,18 +193,14 @@ class KafkaCollector:
     def _replicas(self) -> Iterator:
         b = self.broker
         rm = b.replicas
-        replicated = rm is not None and rm.replicated
         if rm is None:
             partitions = leaders = under = 0
-        elif replicated:
+        else:
             parts = list(rm.partitions.values())
             partitions = len(parts)
             led = [p for p in parts if p.is_leader]
             leaders = len(led)
             under = sum(1 for p in led if len(p.isr) < len(p.assignment))
-        else:
-            partitions = leaders = len(rm.logs.partitions())
-            under = 0
         for name, doc, v in (("partitioncount", "Partitions with a replica on this broker", partitions),
                              ("leadercount", "Partitions this broker leads", leaders),
                              ("underreplicatedpartitions", "Led partitions whose ISR is smaller than their replicas",
@@ -261,7 +257,7 @@ def readiness(broker: Broker) -> str | None:
         return "group coordinator partitions are loading"
     if not broker.serving:
         return "listeners are not open yet"
-    if broker.cluster is not None:
+    if broker.cluster is not None:  # None until start() joined the cluster
         membership = broker.cluster.membership
         if not membership.connected:
             return "not connected to ZooKeeper"

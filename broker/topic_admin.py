@@ -1,14 +1,15 @@
 """TopicAdmin: creating, deleting and altering topics and their partitions, the topic
 config defaults that the broker's (static and dynamic) configs give, and applying a change
 of those defaults to every partition. CreateTopics, DeleteTopics, CreatePartitions, the
-config APIs and Metadata's auto-creation call it; it changes the topic registry (the
-metadata document) and the LogManager together, all or nothing.
+config APIs and Metadata's auto-creation call it.
 
-In cluster mode (``cluster`` set) the changes are written to ZooKeeper instead, off the
-event loop (the writes are coroutines), and every broker, this one included, applies them
-from there. The creations a request only triggers (Metadata's auto-creation, the
-coordinators' internal topics) then run in the background, as Kafka's
-AutoTopicCreationManager's: the request is answered LEADER_NOT_AVAILABLE or
+Every change is written to the metadata store through the cluster layer (``cluster``, a
+:class:`broker.cluster.node.ClusterNode`), and every broker, this one included, applies
+it from there: the registry, the logs and the Partition objects follow the store. The
+local store of a single node writes inline, so its topics exist when the call returns.
+ZooKeeper's writes run off the event loop; the creations a request only triggers
+(Metadata's auto-creation, the coordinators' internal topics) then run in the background,
+as Kafka's AutoTopicCreationManager's: the request is answered LEADER_NOT_AVAILABLE or
 COORDINATOR_NOT_AVAILABLE meanwhile, and the client asks again."""
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
-from storage.errors import StorageError
 from storage.manager import LogManager
 
 from .config import BrokerConfig
-from .replica_manager import ReplicaManager
+from .replica.manager import ReplicaManager
 from .topics import INTERNAL_TOPICS, TopicInfo, TopicRegistry, topic_name_error
 
 log = logging.getLogger("krait.topics")
@@ -47,10 +47,10 @@ class TopicAdmin:
         self.default_topic_props = config.topic_defaults()
         #: internal topics are created by their coordinator, with their own configs
         self.internal_topic_creators: dict[str, Callable[[], None]] = {}
-        #: cluster mode: the broker's ClusterNode (topics live in ZooKeeper)
+        #: the broker's ClusterNode (topics live in its metadata store); set at start()
         self.cluster = None
-        #: cluster mode: creations running in the background, by topic
-        self._creating: dict[str, asyncio.Task] = {}
+        #: creations running in the background (a ZooKeeper write), by topic
+        self._creating: dict[str, asyncio.Future] = {}
 
     # --- configs ------------------------------------------------------------------------------
     def base_log_config(self) -> LogConfig:
@@ -72,64 +72,59 @@ class TopicAdmin:
             self.logs.update_config(info.name, self.topic_log_config(info))
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
-        info = self._existing(name, f"Topic {name} does not exist.")
-        cfg = self.validate_topic_configs(configs)
+        self._existing(name, f"Topic {name} does not exist.")
+        self.validate_topic_configs(configs)
         if validate_only:
             return
-        if self.cluster is not None:
-            await self.cluster.set_topic_configs(name, dict(configs))
-            return
-        info.configs = dict(configs)
-        self.registry.save()
-        self.logs.update_config(name, cfg)
+        await self.cluster.set_topic_configs(name, dict(configs))
 
     # --- topics -------------------------------------------------------------------------------
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                            *, validate_only: bool = False, replication_factor: int | None = None,
                            assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
         configs = dict(configs or {})
-        cfg, rf = self._check_new_topic(name, partitions, configs, replication_factor, assignment)
+        _, rf = self._check_new_topic(name, partitions, configs, replication_factor, assignment)
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), partitions, configs)
-        if self.cluster is not None:
-            return await self._create_in_cluster(name, partitions, rf, configs, assignment)
-        return self._create_local(name, partitions, configs, cfg)
+        info = await self.cluster.create_topic(name, partitions, rf, configs, assignment)
+        _log_created(info, rf)
+        return info
 
     def ensure_created(self, name: str, partitions: int, configs: dict[str, str] | None = None, *,
                        replication_factor: int | None = None) -> TopicInfo | None:
-        """The topic, created if missing: at once in single-node mode; in cluster mode the
-        ZooKeeper write starts in the background and None is returned until the topic is
-        there (``being_created`` says whether a creation is under way). Raises KafkaError
-        when the topic cannot be created at all."""
+        """The topic, created if missing: at once when the store writes inline (a single
+        node's); else the write goes on in the background and None is returned until the
+        topic is there (``being_created`` says whether a creation is under way). Raises
+        KafkaError when the topic cannot be created at all."""
         info = self.registry.get(name)
         if info is not None:
             return info
+        if name in self._creating:
+            return None
         configs = dict(configs or {})
-        cfg, rf = self._check_new_topic(name, partitions, configs, replication_factor, None)
-        if self.cluster is None:
-            return self._create_local(name, partitions, configs, cfg)
-        if name not in self._creating:
-            task = asyncio.get_running_loop().create_task(self._create_in_background(name, partitions, rf, configs))
-            self._creating[name] = task
-            task.add_done_callback(lambda _t: self._creating.pop(name, None))
+        _, rf = self._check_new_topic(name, partitions, configs, replication_factor, None)
+        pending = self.cluster.start_topic_creation(name, partitions, rf, configs)
+        if pending.done():
+            info = pending.result()  # raises what the store refused
+            _log_created(info, rf)
+            return info
+        self._creating[name] = pending
+        pending.add_done_callback(lambda fut: self._created_in_background(name, rf, fut))
         return None
 
     def being_created(self, name: str) -> bool:
         return name in self._creating
 
-    async def _create_in_background(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
-        try:
-            await self._create_in_cluster(name, partitions, rf, configs, None)
-        except KafkaError as exc:
-            if exc.error_code != ErrorCode.topic_already_exists:  # another broker was first: fine
-                log.info("creating topic %s failed: %s", name, exc.message or exc.error_code.name)
-
-    async def _create_in_cluster(self, name: str, partitions: int, rf: int, configs: dict[str, str],
-                                 assignment: dict[int, tuple[int, ...]] | None) -> TopicInfo:
-        info = await self.cluster.create_topic(name, partitions, rf, configs, assignment)
-        log.info("created topic %s with %d partitions, replication factor %d (id %s)", name, partitions, rf,
-                 info.topic_id)
-        return info
+    def _created_in_background(self, name: str, rf: int, fut: asyncio.Future) -> None:
+        self._creating.pop(name, None)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            _log_created(fut.result(), rf)
+        elif not (isinstance(exc, KafkaError) and exc.error_code == ErrorCode.topic_already_exists):
+            # another broker being first is fine; anything else is worth a line
+            log.info("creating topic %s failed: %s", name, getattr(exc, "message", None) or exc)
 
     def _check_new_topic(self, name: str, partitions: int, configs: dict[str, str], replication_factor: int | None,
                          assignment: dict[int, tuple[int, ...]] | None) -> tuple[LogConfig, int]:
@@ -146,33 +141,13 @@ class TopicAdmin:
         self.check_replication_factor(rf, assignment)
         return cfg, rf
 
-    def _create_local(self, name: str, partitions: int, configs: dict[str, str], cfg: LogConfig) -> TopicInfo:
-        info = self.registry.add(name, partitions, configs)
-        try:
-            for p in range(partitions):
-                self.logs.create(name, p, cfg, info.topic_id)
-        except (OSError, StorageError) as exc:
-            # all or nothing: a half-created topic would be listed with missing partitions
-            log.error("creating topic %s failed, rolling back: %s", name, exc)
-            self.registry.remove(name)
-            self.logs.delete_topic(name)
-            raise KafkaError(ErrorCode.kafka_storage_error, f"Cannot create topic {name}: {exc}") from None
-        log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
-        return info
-
     async def delete_topic(self, name: str) -> TopicInfo:
         info = self._existing(name, "This server does not host this topic-partition.")
         if name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic and cannot be deleted")
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        if self.cluster is not None:
-            await self.cluster.delete_topic(name)
-            log.info("deleted topic %s", name)
-            return info
-        self.registry.remove(name)
-        self.logs.delete_topic(name)
-        self.replicas.wake((name, p) for p in range(info.partitions))
+        await self.cluster.delete_topic(name)
         log.info("deleted topic %s", name)
         return info
 
@@ -184,17 +159,10 @@ class TopicAdmin:
                              f"requested {count}.")
         if validate_only:
             return
-        if self.cluster is not None:
-            await self.cluster.add_partitions(name, count, info.partitions)
-            return
-        cfg = self.topic_log_config(info)
-        for p in range(info.partitions, count):
-            self.logs.create(name, p, cfg, info.topic_id)
-        info.partitions = count
-        self.registry.save()
+        await self.cluster.add_partitions(name, count, info.partitions)
 
     def live_brokers(self) -> list[int]:
-        return self.cluster.live_broker_ids() if self.cluster is not None else [self.config.node_id]
+        return self.cluster.live_broker_ids()
 
     def check_replication_factor(self, rf: int, assignment: dict[int, tuple[int, ...]] | None = None) -> None:
         if assignment:
@@ -235,19 +203,13 @@ class TopicAdmin:
             log.info("auto-creating topic %s failed: %s", name, exc.message or exc.error_code.name)
             return None
 
-    def ensure_partitions_exist(self) -> None:
-        """At start-up: a partition the registry lists but no log dir holds is created empty
-        (its directory was lost or never made)."""
-        for info in list(self.registry.topics.values()):
-            for p in range(info.partitions):
-                if self.logs.get(info.name, p) is None:
-                    try:
-                        self.logs.create(info.name, p, self.topic_log_config(info), info.topic_id)
-                    except StorageError as exc:  # it may be in a log dir that failed to load
-                        log.warning("partition %s-%d is offline: %s", info.name, p, exc)
-
     def _existing(self, name: str, message: str) -> TopicInfo:
         info = self.registry.get(name)
         if info is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, message)
         return info
+
+
+def _log_created(info: TopicInfo, rf: int) -> None:
+    log.info("created topic %s with %d partitions, replication factor %d (id %s)", info.name, info.partitions, rf,
+             info.topic_id)

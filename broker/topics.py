@@ -1,6 +1,8 @@
 """The topic registry: every topic's id, partition count and config overrides, plus the
 dynamic broker configs (this broker's own and the cluster-wide defaults), persisted as one
-JSON document in the first log dir.
+JSON document in the first log dir. On a single node it is also where the local metadata
+store (broker.metadata.local) keeps the partition states and producer id blocks; on
+ZooKeeper its topics are a cache of ZooKeeper's.
 
 Apache Kafka keeps this in its metadata log (KRaft); a single broker needs only a small
 document written atomically (tmp + fsync + rename). Partition data lives in storage/.
@@ -67,6 +69,8 @@ class TopicRegistry:
         self.default_broker_configs: dict[str, str] = {}
         self.cluster_id: str | None = None
         self.next_producer_id_block = 0
+        #: the local metadata store's partition states (broker.metadata.local), as stored
+        self.partition_states: dict[str, dict] = {}
         #: bumped on every change so cached Metadata responses can be invalidated
         self.version = 0
 
@@ -78,6 +82,7 @@ class TopicRegistry:
         self.broker_configs = _valid_dynamic(doc.get("broker_configs", {}), per_broker=True)
         self.default_broker_configs = _valid_dynamic(doc.get("default_broker_configs", {}), per_broker=False)
         self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
+        self.partition_states = dict(doc.get("partition_states", {}))
         for name, t in doc.get("topics", {}).items():
             info = TopicInfo(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
             self.topics[name] = info
@@ -91,6 +96,7 @@ class TopicRegistry:
             "broker_configs": self.broker_configs,
             "default_broker_configs": self.default_broker_configs,
             "next_producer_id_block": self.next_producer_id_block,
+            "partition_states": self.partition_states,
             "topics": {
                 t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                 for t in self.topics.values()

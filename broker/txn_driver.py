@@ -1,9 +1,9 @@
 """Drives the pure TransactionCoordinator from the event loop: creates and replays
 ``__transaction_state``, persists the coordinator's records into it, writes transaction
-markers (locally, or with WriteTxnMarkers to the partition's leader in cluster mode),
-verifies transactional produces (KIP-890 part 1) and runs the coordinator's timers.
+markers (locally, or with WriteTxnMarkers to the partition's leader), verifies
+transactional produces (KIP-890 part 1) and runs the coordinator's timers.
 
-In cluster mode the coordinator of a transactional id is the leader of its
+The coordinator of a transactional id is the leader of its
 ``__transaction_state`` partition, with that partition's leader epoch as coordinator
 epoch: the driver loads a partition when this broker becomes its leader and drops it when
 leadership moves (:meth:`TransactionDriver.follow_leadership`). Answers that wrote records
@@ -22,7 +22,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -72,18 +71,14 @@ class TransactionDriver(CoordinatorShell):
             self.config, now_ms, self, broker.producer_ids, _MarkerSender(self),
             partition_for_group=broker.groups.coordinator.partition_for,
             partition_exists=self._partition_exists)
-        self._channel = None
-        self._legacy = LegacyPartitions(self, TRANSACTION_STATE_TOPIC, broker if self.replicas.replicated else None)
+        self._legacy = LegacyPartitions(self, TRANSACTION_STATE_TOPIC, broker)
         self._tasks: set[asyncio.Task] = set()
-        #: cluster mode: the leader epoch each served __transaction_state partition was loaded at
+        #: the leader epoch each served __transaction_state partition was loaded at
         self._epochs: dict[int, int] = {}
         self.topics.internal_topic_creators[TRANSACTION_STATE_TOPIC] = self.ensure_topic
-        if self.replicas.replicated:
-            self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of,
-                                          security=broker.cluster.inter_broker_security)
-            self.follow_leadership()
-        elif self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
-            self._load_all()
+        self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of,
+                                      security=broker.cluster.inter_broker_security)
+        self.follow_leadership()
 
     # --- the core's interfaces ------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
@@ -104,8 +99,6 @@ class TransactionDriver(CoordinatorShell):
         watermark: a state read now may rest on records a failover would take back (an
         AddPartitionsToTxn retried after a timed-out write was answered 'already added' from
         them, and the producer's next batch failed verification at the new coordinator)."""
-        if not self.replicas.replicated:
-            return []
         out = []
         for p in self.coordinator.served_partitions() if partitions is None else partitions:
             try:
@@ -133,22 +126,7 @@ class TransactionDriver(CoordinatorShell):
         cfg = self.config
         self.create_internal_topic(self.topics, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
                                    cfg.transaction_state_log_replication_factor, cfg.topic_configs())
-        if self.replicas.replicated:
-            self.follow_leadership()
-            return
-        for p in range(self.config.transaction_state_log_num_partitions):
-            self.coordinator.start_loading(p, 0)
-            self.coordinator.finished_loading(p)
-
-    def _load_all(self) -> None:
-        t0 = time.monotonic()
-        info = self.registry.get(TRANSACTION_STATE_TOPIC)
-        total = 0
-        for p in range(info.partitions):
-            total += self._load(p, 0, to_log_end=False)
-        log.info("loaded %d transactional ids from %d %s records in %.3fs", len(self.coordinator.transactions()),
-                 total, TRANSACTION_STATE_TOPIC, time.monotonic() - t0)
-        self.reschedule_soon()
+        self.follow_leadership()
 
     def _load(self, partition: int, coordinator_epoch: int, *, to_log_end: bool) -> int:
         """Load a partition after the records of its legacy partition (fetched from its
@@ -167,7 +145,7 @@ class TransactionDriver(CoordinatorShell):
     def _replay(self, partition: int, coordinator_epoch: int, to_log_end: bool, legacy: list) -> int:
         if not self.coordinator.is_loading(partition):
             return 0  # unloaded meanwhile
-        plog = self.replicas.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        plog = self.replicas.local_log(TRANSACTION_STATE_TOPIC, partition)
         # __transaction_state holds no transactional batches: plain (offset, key, value) records
         records = [r[:3] for r in read_partition(plog, plog.log_end_offset if to_log_end else None)
                    if not isinstance(r, TxnMarker)] if plog is not None else []
@@ -182,7 +160,7 @@ class TransactionDriver(CoordinatorShell):
         return len(records)
 
     def follow_leadership(self) -> None:
-        """Cluster mode, after every metadata change: coordinate exactly the ids of the
+        """After every metadata change: coordinate exactly the ids of the
         __transaction_state partitions this broker leads, at their leader epochs."""
         led = {tp[1]: part.leader_epoch for tp, part in self.replicas.partitions.items()
                if tp[0] == TRANSACTION_STATE_TOPIC and part.is_leader}
@@ -206,8 +184,6 @@ class TransactionDriver(CoordinatorShell):
     def coordinator_of(self, transactional_id: str) -> tuple[int, int]:
         """(__transaction_state partition, coordinator broker id or -1) of a transactional id."""
         p = self.coordinator.partition_for(transactional_id)
-        if not self.replicas.replicated:
-            return p, self.broker.node_id
         error, leader, *_ = self.broker.partition_metadata(TRANSACTION_STATE_TOPIC, p)
         return p, leader if error == ErrorCode.none else -1
 
@@ -222,7 +198,7 @@ class TransactionDriver(CoordinatorShell):
             if pending:
                 return self._verify_when_committed(pending, transactional_id, producer_id, producer_epoch, partitions)
             return self._verify_here(transactional_id, producer_id, producer_epoch, partitions)
-        if self._channel is None or leader < 0:
+        if leader < 0:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         if leader == self.broker.node_id:
             return dict.fromkeys(partitions, ErrorCode.coordinator_load_in_progress)
@@ -268,7 +244,7 @@ class TransactionDriver(CoordinatorShell):
                               partitions: list[tuple[str, int]]) -> tuple[dict[tuple[str, int], ErrorCode],
                                                                         list[tuple[tuple[str, int], int, int]]]:
         """Append the markers this broker leads (WriteTxnMarkers' work): per partition the
-        error code, and the appends to wait for before answering (cluster mode). A marker in
+        error code, and the appends to wait for before answering. A marker in
         __consumer_offsets also completes the group's pending transactional offsets."""
         results: dict[tuple[str, int], ErrorCode] = {}
         waits = []
@@ -281,8 +257,7 @@ class TransactionDriver(CoordinatorShell):
                 results[tp] = exc.error_code
                 continue
             results[tp] = ErrorCode.none
-            if self.replicas.replicated:
-                waits.append((tp, res.last_offset + 1, self.replicas.leader_epoch_of(*tp)))
+            waits.append((tp, res.last_offset + 1, self.replicas.leader_epoch_of(*tp)))
             if tp[0] == OFFSETS_TOPIC:
                 complete = getattr(self.broker.groups, "complete_transaction", None)
                 if complete is not None:
@@ -292,21 +267,10 @@ class TransactionDriver(CoordinatorShell):
         return results, waits
 
     def send_markers(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None]) -> None:
-        """MarkerSender: single node, written at once; cluster mode, after the transaction's
-        Prepare* record is replicated, locally and to the other leaders."""
+        """MarkerSender: after the transaction's Prepare* record is replicated (at once on
+        a single node), written locally and sent to the other leaders."""
         pending = list(self._appended)
         _maybe_crash("after-prepare")
-        if not self.replicas.replicated:
-            tps = [(tp.topic, tp.partition) for tp in request.partitions]
-            live = [tp for tp in tps if self._partition_exists(*tp)]
-            # a deleted partition needs no marker (None), as Kafka skips it
-            results: dict[TopicPartition, ErrorCode | None] = {TopicPartition(*tp): None for tp in tps
-                                                               if tp not in live}
-            codes, _ = self.write_markers_locally(request.producer_id, request.producer_epoch,
-                                                  request.coordinator_epoch, request.committed, live)
-            results.update({TopicPartition(*tp): c for tp, c in codes.items()})
-            on_complete(results)
-            return
         task = asyncio.ensure_future(self._send_cluster(request, on_complete, pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -125,6 +125,9 @@ class LogManager:
         self._moves: dict[TopicPartition, ReplicaMove] = {}
         #: where I/O errors are reported; its first report of a dir takes the dir offline
         self.failure_channel = LogDirFailureChannel()
+        #: told of a partition's new PartitionLog after a move between log dirs (the
+        #: broker's Partition objects hold the log they lead or follow)
+        self.on_replaced: Callable[[TopicPartition, PartitionLog], None] | None = None
         self.failure_channel.listeners.append(self._log_dir_failed)
 
     # --- log dir failures ----------------------------------------------------------
@@ -435,6 +438,8 @@ class LogManager:
             return False
         self._dir_of[tp] = move.log_dir
         self._logs[tp] = self._reopen(plog, target)
+        if self.on_replaced is not None:
+            self.on_replaced(tp, self._logs[tp])
         self.checkpoint()
         shutil.rmtree(tomb, ignore_errors=True)
         log.info("moved %s-%d from %s to %s (log end offset %d)", tp[0], tp[1], source_log_dir, move.log_dir,

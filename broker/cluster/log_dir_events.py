@@ -1,8 +1,9 @@
-"""Log dir failures in cluster mode (KIP-112, Kafka's ZooKeeper-mode path).
+"""Log dir failures (KIP-112, Kafka's ZooKeeper-mode path), on either metadata store.
 
-The broker whose log dir failed tells the controller by creating a persistent sequential
+The broker whose log dir failed tells the controller by creating a log dir event
+notification in the store (on ZooKeeper a persistent sequential
 ``/log_dir_event_notification/log_dir_event_<seq>`` holding
-``{"version":1,"broker":<id>,"event":1}`` (Kafka's propagateLogDirEvent). It does so again
+``{"version":1,"broker":<id>,"event":1}``, Kafka's propagateLogDirEvent). It does so again
 whenever the controller changes while it has an offline dir: a new controller knows
 nothing of it (Kafka's learns it from the LeaderAndIsr answers it collects at failover).
 
@@ -21,17 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from functools import partial
 from typing import TYPE_CHECKING
-
-from kazoo.exceptions import NoNodeError
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from . import zk_layout as zk
 from .broker_channel import BrokerChannel
-from .zk_calls import off_loop
 
 if TYPE_CHECKING:
     from .node import ClusterNode
@@ -58,7 +54,7 @@ class LogDirEvents:
         self.stopped = False
 
     def start(self) -> None:
-        self.node.membership.zk.ChildrenWatch(zk.LOG_DIR_EVENT_NOTIFICATION, self._on_children)
+        self.node.metadata.watch_log_dir_events(self._on_children)
 
     def stop(self) -> None:
         self.stopped = True
@@ -84,12 +80,10 @@ class LogDirEvents:
 
     async def _report(self) -> None:
         node = self.node
-        zkc = node.membership.zk
-        create = partial(zkc.create, zk.log_dir_event_path(), zk.encode_log_dir_event(node.broker_id),
-                         sequence=True, makepath=True)
         while not self.stopped:
             try:
-                path = await off_loop(zkc, ErrorCode.request_timed_out, create)
+                path = await node.membership.call(ErrorCode.request_timed_out, node.metadata.add_log_dir_event,
+                                                  node.broker_id)
                 log.info("Added %s for broker %d", path, node.broker_id)
                 return
             except Exception as exc:
@@ -109,7 +103,7 @@ class LogDirEvents:
 
     # --- the controller's side ------------------------------------------------------------------
     def _on_children(self, children: list[str]) -> bool:
-        """kazoo's thread: new notifications."""
+        """New notifications (from kazoo's thread, or the loop's with the local store)."""
         if self.stopped:
             return False
         loop = self.node.loop
@@ -142,10 +136,9 @@ class LogDirEvents:
 
     async def _process_once(self) -> None:
         node = self.node
-        zkc = node.membership.zk
+        md, call = node.metadata, node.membership.call
         by_broker: dict[int, list[str]] = {}
-        for path, data in await off_loop(zkc, ErrorCode.request_timed_out, self._read_notifications):
-            broker = zk.decode_log_dir_event(data)
+        for path, broker in await call(ErrorCode.request_timed_out, md.read_log_dir_events):
             by_broker.setdefault(broker if broker is not None else -1, []).append(path)
         if not by_broker:
             return
@@ -158,32 +151,8 @@ class LogDirEvents:
                 self._again = True  # unreachable for now: ask again
         if node.membership.controller_id != node.broker_id:
             return  # no longer the controller: the next one handles what is left
-        await off_loop(zkc, ErrorCode.request_timed_out, self._delete, done)
+        await call(ErrorCode.request_timed_out, md.delete_log_dir_events, done)
         node._schedule_sync()
-
-    def _read_notifications(self) -> list[tuple[str, bytes]]:
-        """(path, data) of every notification (blocking: run off the event loop)."""
-        zkc = self.node.membership.zk
-        out = []
-        try:
-            children = zkc.get_children(zk.LOG_DIR_EVENT_NOTIFICATION)
-        except NoNodeError:
-            return out
-        for child in sorted(children):
-            path = f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{child}"
-            try:
-                out.append((path, zkc.get(path)[0]))
-            except NoNodeError:
-                continue
-        return out
-
-    def _delete(self, paths: list[str]) -> None:
-        zkc = self.node.membership.zk
-        for path in paths:
-            try:
-                zkc.delete(path)
-            except NoNodeError:
-                pass
 
     async def _learn(self, broker: int) -> bool:
         """Find the offline replicas of ``broker`` and give them to the controller; False

@@ -8,21 +8,33 @@ plain attributes, replaced whole."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
-from ..config import ConfigError
+from protocol.errors import ErrorCode
+
+from ..config import BrokerConfig, ConfigError
 from ..endpoints import Listener
+from ..security.client_security import ClientSecurity
+from ..security.inter_broker import inter_broker_security
+from ..security.store import SecurityStore
+from ..security.zk_store import ZkSecurityStore
 from . import zk_layout as zk
-from .zk_calls import ZK_FAILURES, describe
+from .zk_calls import ZK_FAILURES, describe, off_loop
+from .zk_metadata import ZkMetadata
 
 log = logging.getLogger("krait.cluster")
+
+
+T = TypeVar("T")
 
 
 class ZkMembership:
@@ -94,6 +106,30 @@ class ZkMembership:
         finally:
             root.stop()
             root.close()
+
+    # --- what the cluster layer asks of a store (broker.metadata) ------------------------------
+    async def call(self, error: ErrorCode, fn: Callable[..., T], *args: object) -> T:
+        """A blocking ZooKeeper call, off the event loop (zk_calls.off_loop)."""
+        return await off_loop(self.zk, error, fn, *args)
+
+    def submit(self, error: ErrorCode, fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+        """:meth:`call` as a future (it runs on the loop in the background)."""
+        return asyncio.ensure_future(self.call(error, fn, *args))
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """A blocking ZooKeeper call in the default executor, waiting as long as kazoo
+        retries (partition state writes: their callers handle an unknown outcome)."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    def open_metadata(self, on_change: Callable[[], None]) -> ZkMetadata:
+        return ZkMetadata(self.zk, on_change=on_change)
+
+    def security_store(self, local: SecurityStore, loop: asyncio.AbstractEventLoop) -> ZkSecurityStore:
+        """ACLs, SCRAM credentials and quotas are the cluster's: ZooKeeper's, in Kafka's layout."""
+        return ZkSecurityStore(self.zk, loop, local.listeners)
+
+    def inter_broker_security(self, config: BrokerConfig) -> ClientSecurity | None:
+        return inter_broker_security(config)
 
     def stop(self) -> None:
         """Close the session: the registration and, if held, the controller role go at once."""

@@ -1,14 +1,19 @@
-"""ClusterNode: what cluster mode (``zookeeper.connect``) adds to a broker, wired in one
-place. It owns the ZooKeeper session's users (membership and controller election, the
-topic and partition-state view), and on every change it brings the broker in line on the
-event loop: the topic registry mirrors ZooKeeper's topics, this broker's replicas lead or
+"""ClusterNode: the cluster layer of every broker, wired in one place. A single node is a
+one-broker cluster: the same layer runs over the local metadata store
+(:mod:`broker.metadata.local`) as over ZooKeeper (``zookeeper.connect``), and it only
+sees the store's membership and metadata interface (:mod:`broker.metadata`).
+
+It owns the store's users (membership and controller election, the topic and
+partition-state view), and on every change it brings the broker in line on the event
+loop: the topic registry mirrors the store's topics, this broker's replicas lead or
 follow as the partition states say (Replication), the replica fetchers follow the right
 leaders, and, on the controller, leadership moves off dead brokers (Controller). It also
 carries out the admin writes (topics, partitions, configs, producer id blocks) and the
 controlled shutdown.
 
 kazoo calls ZooKeeper synchronously from its own thread; writes on the request path run
-in the default executor so that a slow or restarting ZooKeeper never stalls the loop.
+in the default executor (the membership's ``call``/``run``) so that a slow or restarting
+ZooKeeper never stalls the loop. The local store writes a small file inline.
 """
 
 from __future__ import annotations
@@ -18,24 +23,24 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import PartitionLog
 
 from ..config import BrokerConfig
-from ..replica_fetcher import ReplicaFetcherManager
-from ..replica_manager import ReplicaManager
-from ..replication import Replication
-from ..security.inter_broker import inter_broker_security
+from ..metadata import open_membership
+from ..metadata.local import LocalMetadata
+from ..replica.fetcher import ReplicaFetcherManager
+from ..replica.manager import ReplicaManager
+from ..replica.replication import Replication
 from ..topics import TopicInfo, TopicRegistry
 from . import election, zk_layout
 from .controller import Controller
 from .election import PartitionState
 from .log_dir_events import LogDirEvents
-from .membership import ZkMembership
 from .reassignment import Reassignments
-from .zk_calls import off_loop
 from .zk_metadata import TopicExistsError, ZkMetadata
 
 log = logging.getLogger("krait.cluster")
@@ -55,17 +60,14 @@ class ClusterNode:
         self._open_log = open_log
         self._delete_topic_logs = delete_topic_logs
         self._apply_topic_config = apply_topic_config
-        session_ms = config["zookeeper.session.timeout.ms"]
-        self.membership = ZkMembership(config["zookeeper.connect"], self.broker_id, config.advertised_listeners,
-                                       session_timeout_ms=session_ms,
-                                       inter_broker_listener=config.inter_broker_listener().name,
-                                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms,
-                                       on_change=self._changed_elsewhere)
-        self.metadata: ZkMetadata | None = None
+        #: live brokers and the controller: ZooKeeper's, or the local store's one-broker cluster
+        self.membership = open_membership(config, registry)
+        self.membership.on_change = self._changed_elsewhere
+        self.metadata: ZkMetadata | LocalMetadata | None = None
         self.replication = Replication(replicas, self._write_state, lag_time_max_ms=config["replica.lag.time.max.ms"],
                                        read_state=self._read_state, is_live=lambda b: b in self.membership.brokers)
         #: TLS / SASL of this broker's connections to the others (None: PLAINTEXT)
-        self.inter_broker_security = inter_broker_security(config)
+        self.inter_broker_security = self.membership.inter_broker_security(config)
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, replicas, self.endpoint_of, fetch_max_bytes=config["replica.fetch.max.bytes"],
             response_max_bytes=config["replica.fetch.response.max.bytes"],
@@ -78,7 +80,8 @@ class ClusterNode:
         #: failed log dirs: reported by this broker, handled by the controller (KIP-112)
         self.log_dir_events = LogDirEvents(self)
         self.reassignments = Reassignments(lambda: self.metadata, lambda: set(self.membership.brokers),
-                                           lambda: self.membership.controller_epoch, self._write_state)
+                                           lambda: self.membership.controller_epoch, self._write_state,
+                                           self.membership.call)
         #: called after each sync (the group coordinator follows __consumer_offsets leadership)
         self.listeners: list[Callable[[], None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -96,7 +99,7 @@ class ClusterNode:
         """Join the cluster (synchronously, at start-up); returns the cluster id."""
         self.loop = asyncio.get_running_loop()
         cluster_id = self.membership.start(local_cluster_id, new_cluster_id)
-        self.metadata = ZkMetadata(self.membership.zk, on_change=self._changed_elsewhere)
+        self.metadata = self.membership.open_metadata(self._changed_elsewhere)
         self.metadata.start()
         self.log_dir_events.start()
         self.sync()
@@ -201,8 +204,10 @@ class ClusterNode:
         for name, tid in list(self._known_topics.items()):
             if name not in infos or infos[name].topic_id != tid:
                 log.info("topic %s was deleted: removing its replicas", name)
+                gone = [tp for tp in self.replicas.partitions if tp[0] == name]
                 self.replicas.partitions = {tp: p for tp, p in self.replicas.partitions.items() if tp[0] != name}
                 self._delete_topic_logs(name)
+                self.replicas.wake(gone)  # fetches parked on it answer now
                 self._applied_configs.pop(name, None)
                 del self._known_topics[name]
         self.registry.replace_topics(infos)
@@ -250,8 +255,7 @@ class ClusterNode:
         md = self.metadata
         if md is None:
             return None
-        stored = await asyncio.get_running_loop().run_in_executor(None, md.update_partition_state, tp, new,
-                                                                  new.zk_version)
+        stored = await self.membership.run(md.update_partition_state, tp, new, new.zk_version)
         self._schedule_sync()
         return stored
 
@@ -262,7 +266,7 @@ class ClusterNode:
         md = self.metadata
         if md is None:
             return None
-        state = await asyncio.get_running_loop().run_in_executor(None, md.read_partition_state, tp)
+        state = await self.membership.run(md.read_partition_state, tp)
         self._schedule_sync()
         return state
 
@@ -271,7 +275,7 @@ class ClusterNode:
         """An admin write, off the event loop (zk_calls.off_loop). While ZooKeeper is
         unreachable it fails with a retriable error: REQUEST_TIMED_OUT, what a client of
         Kafka's ZooKeeper mode sees, its request waiting until ZooKeeper is back."""
-        return await off_loop(self.membership.zk, error, fn, *args)
+        return await self.membership.call(error, fn, *args)
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.membership.brokers)
@@ -279,7 +283,41 @@ class ClusterNode:
     async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
                            assignment: dict[int, tuple[int, ...]] | None = None) -> TopicInfo:
         """Assign replicas (Kafka's rack-unaware spread) unless given, and write the topic,
-        its configs and every partition's first state in one ZooKeeper transaction."""
+        its configs and every partition's first state in one store write (one ZooKeeper
+        transaction)."""
+        return await self.start_topic_creation(name, partitions, replication_factor, configs, assignment)
+
+    def start_topic_creation(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                             assignment: dict[int, tuple[int, ...]] | None = None) -> asyncio.Future[TopicInfo]:
+        """:meth:`create_topic` as a future: already done when the store writes inline (a
+        single node's), so that a topic created on first use is there at once."""
+        write = self._plan_topic(name, partitions, replication_factor, configs, assignment)
+        out: asyncio.Future[TopicInfo] = self.loop.create_future()
+
+        def landed(fut: asyncio.Future) -> None:
+            if out.done():
+                return
+            exc = fut.exception()
+            if isinstance(exc, TopicExistsError):
+                exc = KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            self.sync()
+            info = self.registry.get(name)
+            out.set_result(info if info is not None else TopicInfo(name, write.args[1], partitions, dict(configs)))
+
+        written = self.membership.submit(ErrorCode.request_timed_out, write)
+        if written.done():
+            landed(written)
+        else:
+            written.add_done_callback(landed)
+        return out
+
+    def _plan_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                    assignment: dict[int, tuple[int, ...]] | None) -> partial:
+        """The store write creating a topic: its assignment checked or made, and each
+        partition's first state (the first replica leads at epoch 0)."""
         live = self.live_broker_ids()
         if assignment is None:
             try:
@@ -293,14 +331,7 @@ class ClusterNode:
                                  f"Unknown broker(s) {unknown} in the replica assignment")
         epoch = self.membership.controller_epoch
         states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
-        topic_id = zk_layout.random_topic_id()
-        try:
-            await self._zk(self.metadata.create_topic, name, topic_id, assignment, configs, states)
-        except TopicExistsError:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
-        self.sync()
-        info = self.registry.get(name)
-        return info if info is not None else TopicInfo(name, topic_id, partitions, dict(configs))
+        return partial(self.metadata.create_topic, name, zk_layout.random_topic_id(), assignment, configs, states)
 
     async def add_partitions(self, name: str, count: int, current: int) -> None:
         meta = self.metadata.topics.get(name)
@@ -417,8 +448,9 @@ class ClusterNode:
     def is_controller(self) -> bool:
         return self.membership.controller_id == self.broker_id
 
-    async def allocate_producer_ids(self, block_size: int) -> tuple[int, int]:
+    def allocate_producer_ids(self, block_size: int) -> asyncio.Future[tuple[int, int]]:
         """A block for the ProducerIdManager, which answers COORDINATOR_LOAD_IN_PROGRESS
-        while it has none (Kafka's RPCProducerIdManager)."""
-        return await self._zk(self.metadata.allocate_producer_id_block, self.broker_id, block_size,
-                              error=ErrorCode.coordinator_load_in_progress)
+        while it has none (Kafka's RPCProducerIdManager): done already when the store
+        writes inline."""
+        return self.membership.submit(ErrorCode.coordinator_load_in_progress, self.metadata.allocate_producer_id_block,
+                                      self.broker_id, block_size)

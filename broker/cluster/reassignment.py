@@ -18,7 +18,6 @@ from protocol.errors import ErrorCode, KafkaError
 
 from . import election
 from .election import PartitionState
-from .zk_calls import off_loop
 from .zk_metadata import ZkMetadata
 
 log = logging.getLogger("krait.reassignment")
@@ -54,8 +53,11 @@ def ongoing(md: ZkMetadata) -> dict[TopicPartition, Ongoing]:
 class Reassignments:
     def __init__(self, md: Callable[[], ZkMetadata | None], live: Callable[[], set[int]],
                  controller_epoch: Callable[[], int],
-                 write_state: Callable[[TopicPartition, PartitionState], Awaitable[PartitionState | None]]) -> None:
+                 write_state: Callable[[TopicPartition, PartitionState], Awaitable[PartitionState | None]],
+                 call: Callable[..., Awaitable]) -> None:
         self._md = md
+        #: runs a store write (membership.call: off the loop for ZooKeeper)
+        self._call = call
         self._live = live
         self._epoch = controller_epoch
         self._write_state = write_state
@@ -63,7 +65,7 @@ class Reassignments:
         self._tasks: set[asyncio.Task] = set()
 
     async def _zk(self, fn, *args):
-        return await off_loop(self._md().zk, ErrorCode.request_timed_out, fn, *args)
+        return await self._call(ErrorCode.request_timed_out, fn, *args)
 
     # --- AlterPartitionReassignments -----------------------------------------------------------
     async def alter(self, topic: str, partition: int, replicas: list[int] | None) -> None:

@@ -569,6 +569,38 @@ class ZkMetadata:
             self._notify()
         return state
 
+    # --- log dir event notifications (KIP-112) --------------------------------------------------
+    def watch_log_dir_events(self, callback: Callable[[list[str]], object]) -> None:
+        """kazoo's thread calls ``callback`` with the notifications' names on every change."""
+        self.zk.ChildrenWatch(zk.LOG_DIR_EVENT_NOTIFICATION, callback)
+
+    def add_log_dir_event(self, broker_id: int) -> str:
+        """Kafka's propagateLogDirEvent: a persistent sequential notification (blocking)."""
+        return self.zk.create(zk.log_dir_event_path(), zk.encode_log_dir_event(broker_id), sequence=True,
+                              makepath=True)
+
+    def read_log_dir_events(self) -> list[tuple[str, int | None]]:
+        """(path, broker) of every notification (blocking); None for one that names no broker."""
+        out = []
+        try:
+            children = self.zk.get_children(zk.LOG_DIR_EVENT_NOTIFICATION)
+        except NoNodeError:
+            return out
+        for child in sorted(children):
+            path = f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            try:
+                out.append((path, zk.decode_log_dir_event(self.zk.get(path)[0])))
+            except NoNodeError:
+                continue
+        return out
+
+    def delete_log_dir_events(self, paths: list[str]) -> None:
+        for path in paths:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+
     # --- producer ids ---------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int, block_size: int = zk.PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:
         """ZkProducerIdManager.getNewProducerIdBlock: read /latest_producer_id_block with its

@@ -1,9 +1,9 @@
 """AlterPartitionReassignments (key 45, v0): start, replace or cancel (null replicas) the
-reassignment of partitions to other brokers (KIP-455). Cluster mode only, on the
-controller (others answer NOT_CONTROLLER, as Kafka's ZooKeeper mode); the controller
-completes each one once its target replicas are in the ISR (broker.cluster.reassignment).
-A single broker has nowhere to move a partition: every partition is refused with
-INVALID_REPLICA_ASSIGNMENT unless it names only this broker."""
+reassignment of partitions to other brokers (KIP-455), on the controller (others answer
+NOT_CONTROLLER, as Kafka's ZooKeeper mode); the controller completes each one once its
+target replicas are in the ISR (broker.cluster.reassignment). A single node has nowhere
+to move a partition: an assignment naming another broker is refused with
+INVALID_REPLICA_ASSIGNMENT."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any)
         return make(rtype, throttle_time=0, error_code=code, error_message=message, responses=[
             dict(name=t.name, partitions=[dict(partition_index=p.partition_index, error_code=code,
                                                error_message=message) for p in t.partitions]) for t in req.topics])
-    if broker.cluster is not None and not broker.cluster.is_controller():
+    if not broker.cluster.is_controller():
         return make(rtype, throttle_time=0, error_code=ErrorCode.not_controller,
                     error_message="This is not the correct controller for this cluster.", responses=[])
     return _alter(broker, rtype, req)
@@ -46,25 +46,9 @@ async def _alter(broker: Broker, rtype, req) -> Any:
             entry = dict(partition_index=p.partition_index, error_code=ErrorCode.none, error_message=None)
             try:
                 replicas = None if p.replicas is None else list(p.replicas)
-                if broker.cluster is not None:
-                    await broker.cluster.reassignments.alter(t.name, p.partition_index, replicas)
-                else:
-                    _single_node(broker, t.name, p.partition_index, replicas)
+                await broker.cluster.reassignments.alter(t.name, p.partition_index, replicas)
             except KafkaError as exc:
                 entry.update(error_code=exc.error_code, error_message=exc.message)
             parts.append(entry)
         responses.append(dict(name=t.name, partitions=parts))
     return make(rtype, throttle_time=0, error_code=ErrorCode.none, error_message=None, responses=responses)
-
-
-def _single_node(broker: Broker, topic: str, partition: int, replicas: list[int] | None) -> None:
-    info = broker.registry.get(topic)
-    if info is None or not 0 <= partition < info.partitions:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Unable to find partition {topic}-{partition}.")
-    if replicas is None:
-        raise KafkaError(ErrorCode.no_reassignment_in_progress,
-                         f"Unable to find an ongoing reassignment for partition {topic}-{partition}")
-    if replicas != [broker.node_id]:
-        raise KafkaError(ErrorCode.invalid_replica_assignment,
-                         f"The proposed assignment contains non-existent brokerIDs: "
-                         f"{','.join(str(r) for r in replicas if r != broker.node_id)}")

@@ -1,9 +1,7 @@
-"""ElectLeaders: on a single broker every partition's leader is already its preferred
-replica and alive, so each named partition answers ELECTION_NOT_NEEDED, as Kafka's
-controller does in that state, and a request for all partitions lists none (Kafka leaves
-out partitions that already have the desired leader). In cluster mode the controller
-elects (PREFERRED or UNCLEAN) and writes the new states to ZooKeeper; another broker
-answers NOT_CONTROLLER, as in Kafka's ZooKeeper mode."""
+"""ElectLeaders: the controller elects (PREFERRED or UNCLEAN) and writes the new states to
+the metadata store; another broker answers NOT_CONTROLLER, as in Kafka's ZooKeeper mode.
+A partition that already has the desired leader answers ELECTION_NOT_NEEDED when named
+and is left out of a request for all partitions (on a single node: every partition)."""
 
 from __future__ import annotations
 
@@ -25,18 +23,6 @@ if TYPE_CHECKING:
 PREFERRED, UNCLEAN = 0, 1
 
 
-def _partition(broker: Broker, topic: str, partition: int) -> dict:
-    info = broker.registry.get(topic)
-    if info is None:
-        return dict(partition_id=partition, error_code=ErrorCode.unknown_topic_or_partition,
-                    error_message=f"No such topic as {topic}")
-    if not 0 <= partition < info.partitions:
-        return dict(partition_id=partition, error_code=ErrorCode.unknown_topic_or_partition,
-                    error_message=f"No such partition as {topic}-{partition}")
-    return dict(partition_id=partition, error_code=ErrorCode.election_not_needed,
-                error_message="Leader election not needed for topic partition.")
-
-
 @handles(ApiKey.ELECT_LEADERS, versions=(0, 2))
 def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     rtype = apis.response_type(ApiKey.ELECT_LEADERS, ctx.version)
@@ -49,16 +35,9 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     election = getattr(req, "election_type", PREFERRED)
     if election not in (PREFERRED, UNCLEAN):
         return make(rtype, throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
-    if broker.cluster is not None:
-        named = None if req.topic_partitions is None else [(t.topic, p) for t in req.topic_partitions
-                                                           for p in t.partitions]
-        return _elect_in_cluster(broker, rtype, election == UNCLEAN, named)
-    if req.topic_partitions is None:
-        results = [dict(topic=name, partition_result=[]) for name in sorted(broker.registry.topics)]
-    else:
-        results = [dict(topic=t.topic, partition_result=[_partition(broker, t.topic, p) for p in t.partitions])
-                   for t in req.topic_partitions]
-    return make(rtype, throttle_time=0, error_code=ErrorCode.none, replica_election_results=results)
+    named = None if req.topic_partitions is None else [(t.topic, p) for t in req.topic_partitions
+                                                       for p in t.partitions]
+    return _elect_in_cluster(broker, rtype, election == UNCLEAN, named)
 
 
 async def _elect_in_cluster(broker: Broker, rtype, unclean: bool, named) -> Any:

@@ -29,7 +29,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch_codec import FetchPartition, FetchTopic, encode_fetch_response
 
-from ..replica_manager import READ_COMMITTED
+from ..replica.manager import READ_COMMITTED
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
 from ..security.quotas import fetch_max_bytes, fetch_throttle
@@ -58,8 +58,7 @@ def _read_all(broker: Broker, req, version: int, denied: frozenset | set | None 
     ``denied``: topic names the caller may not fetch (or ``_ALL_DENIED``)."""
     reg = broker.registry
     replicas = broker.replicas
-    replication = broker.replication
-    replica_id = _replica_id(req, version) if replication is not None else -1
+    replica_id = _replica_id(req, version)
     # followers read to the log end whatever they ask (Kafka's FetchIsolation.of)
     read_committed = replica_id < 0 and req.isolation_level == READ_COMMITTED
     remaining = req.max_bytes if max_bytes is None else max_bytes
@@ -90,14 +89,14 @@ def _read_all(broker: Broker, req, version: int, denied: frozenset | set | None 
                 keys.append((name, p.partition))
                 limit = min(p.partition_max_bytes, max(remaining, 0))
                 if replica_id >= 0:
-                    got = replication.follower_fetch(replica_id, name, p.partition, p.fetch_offset,
-                                                     getattr(p, "last_fetched_epoch", -1),
-                                                     getattr(p, "current_leader_epoch", -1), limit, first)
+                    got = replicas.follower_fetch(replica_id, name, p.partition, p.fetch_offset,
+                                                  getattr(p, "last_fetched_epoch", -1),
+                                                  getattr(p, "current_leader_epoch", -1), limit, first)
                     if got.diverging_epoch is not None:
                         fp.diverging_epoch = got.diverging_epoch
                         any_error = True  # answered at once: the follower must truncate first
                     # Kafka reports the leader's LSO to followers too (they do not use it)
-                    fp.last_stable_offset = replicas.logs.get(name, p.partition).last_stable_offset
+                    fp.last_stable_offset = got.last_stable_offset
                 else:
                     plog = replicas.partition(name, p.partition)
                     replicas.check_leader_epoch(getattr(p, "current_leader_epoch", -1), name, p.partition)
@@ -127,19 +126,16 @@ def _read_all(broker: Broker, req, version: int, denied: frozenset | set | None 
 
 
 def _error_details(broker: Broker, fp: FetchPartition, topic: str, partition: int, code: int, version: int) -> None:
-    """Cluster mode: where the partition's leader is now (KIP-951's CurrentLeader, v12+),
-    and the leader's offsets for a follower that fell out of range."""
-    if broker.replication is None:
-        return
+    """Where the partition's leader is now (KIP-951's CurrentLeader, v12+), and the
+    leader's offsets for a follower that fell out of range."""
     if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) and version >= 12:
         state = broker.cluster_states().get((topic, partition))
         if state is not None:
             fp.current_leader = (state.leader, state.leader_epoch)
     elif code == ErrorCode.offset_out_of_range:
-        plog = broker.logs.get(topic, partition)
-        if plog is not None:
-            fp.high_watermark, fp.last_stable_offset = plog.high_watermark, plog.last_stable_offset
-            fp.log_start_offset = plog.log_start_offset
+        offsets = broker.replicas.local_offsets(topic, partition)
+        if offsets is not None:
+            fp.high_watermark, fp.last_stable_offset, fp.log_start_offset = offsets
 
 
 @handles(ApiKey.FETCH, versions=(4, 17))
@@ -150,7 +146,7 @@ def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         chunks, _ = encode_fetch_response(version, correlation_id, [], error_code=ErrorCode.fetch_session_id_not_found)
         return chunks
     denied = None if broker.authorizer is None else _denied(broker, ctx, req, version)
-    consumer = broker.replication is None or _replica_id(req, version) < 0
+    consumer = _replica_id(req, version) < 0
     ctx.metric_name = "FetchConsumer" if consumer else "FetchFollower"
     # a consumer's fetch is capped to what its quota allows in one window (Kafka)
     max_bytes = fetch_max_bytes(broker, ctx, req.max_bytes) if consumer else req.max_bytes
@@ -182,7 +178,7 @@ def _answer(broker: Broker, ctx: RequestContext, consumer: bool, topics: list[Fe
 def _denied(broker: Broker, ctx: RequestContext, req, version: int) -> frozenset | set:
     """The topics this fetch may not read: all of them for a follower without
     CLUSTER_ACTION, else those without READ."""
-    if broker.replication is not None and _replica_id(req, version) >= 0:
+    if _replica_id(req, version) >= 0:
         return frozenset() if access.authorize_cluster(broker, ctx, AclOperation.CLUSTER_ACTION) else _ALL_DENIED
     if version >= 13:
         by_id = broker.registry.by_id

@@ -1,7 +1,6 @@
 """FindCoordinator (key 10), v0-6: the coordinator of a group (key type 0) or of a
-transactional id (key type 1). A single broker coordinates everything; in cluster mode the
-coordinator is the leader of the key's partition of ``__consumer_offsets`` or
-``__transaction_state``. Either topic is created on first use, as Kafka does."""
+transactional id (key type 1): the leader of the key's partition of ``__consumer_offsets``
+or ``__transaction_state`` (on a single node, that node). Either topic is created on first use, as Kafka does."""
 
 from __future__ import annotations
 
@@ -44,7 +43,6 @@ def _denied(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> Err
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     listener = ctx.conn.listener_name
-    lst = next((a for a in broker.config.advertised_listeners if a.name == listener), broker.config.advertised_listeners[0])
     rtype = apis.response_type(ApiKey.FIND_COORDINATOR, ctx.version)
     key_type = getattr(req, "key_type", GROUP_KEY)
 
@@ -67,16 +65,13 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 topic, p = OFFSETS_TOPIC, broker.groups.ready().coordinator.partition_for(key)
             else:
                 topic, p = TRANSACTION_STATE_TOPIC, broker.transactions.ready().coordinator.partition_for(key)
-        except KafkaError as exc:  # the internal topic cannot be created now (cluster mode)
+        except KafkaError as exc:  # the internal topic cannot be created now
             return _not_available(key, exc.message)
-        if broker.cluster is not None:
-            error, leader, *_ = broker.partition_metadata(topic, p)
-            endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers(listener)}.get(leader)
-            if error != ErrorCode.none or endpoint is None:
-                return _not_available(key, f"The coordinator's partition {topic}-{p} has no leader")
-            return dict(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none,
-                        error_message=None)
-        return dict(key=key, node_id=broker.node_id, host=lst.host, port=lst.port, error_code=ErrorCode.none,
+        error, leader, *_ = broker.partition_metadata(topic, p)
+        endpoint = {bid: (host, port) for bid, host, port in broker.live_brokers(listener)}.get(leader)
+        if error != ErrorCode.none or endpoint is None:
+            return _not_available(key, f"The coordinator's partition {topic}-{p} has no leader")
+        return dict(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none,
                     error_message=None)
 
     if ctx.version >= 4:

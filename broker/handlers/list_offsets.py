@@ -17,7 +17,7 @@ from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 
-from ..replica_manager import READ_UNCOMMITTED
+from ..replica.manager import READ_UNCOMMITTED
 from ..security import access
 from ..security.operations import AclOperation, ResourceType
 from . import handles

@@ -1,7 +1,6 @@
 """ListPartitionReassignments (key 46, v0): the ongoing reassignments (replicas, adding,
 removing) as the topic znodes hold them; all of them, or those of the named partitions.
-Answered by the controller in cluster mode (NOT_CONTROLLER elsewhere); a single broker has
-none."""
+Answered by the controller (NOT_CONTROLLER elsewhere); a single node has none."""
 
 from __future__ import annotations
 
@@ -29,10 +28,10 @@ def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) 
         return make(rtype, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
                     error_message=access.UNAUTHORIZED_CLUSTER_MESSAGE, topics=[])
     cluster = broker.cluster
-    if cluster is not None and not cluster.is_controller():
+    if not cluster.is_controller():
         return make(rtype, throttle_time=0, error_code=ErrorCode.not_controller,
                     error_message="This is not the correct controller for this cluster.", topics=[])
-    current = ongoing(cluster.metadata) if cluster is not None and cluster.metadata is not None else {}
+    current = ongoing(cluster.metadata) if cluster.metadata is not None else {}
     if req.topics is not None:
         wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
         current = {tp: r for tp, r in current.items() if tp in wanted}

@@ -118,11 +118,10 @@ def _transactional_partitions(broker: Broker, req: Any,
                 h = parse_header(records)
                 if not h.attributes & ATTR_TRANSACTIONAL or h.producer_id < 0:
                     continue
-                plog = (broker.replicas.leader(td.name, pd.index).log if broker.replicas.replicated
-                        else broker.replicas.partition(td.name, pd.index))
+                guard = broker.replicas.start_transaction_verification(td.name, pd.index, h.producer_id,
+                                                                       h.base_sequence, h.producer_epoch)
             except (KafkaError, ProtocolError):
                 continue  # the append reports it
-            guard = plog.maybe_start_transaction_verification(h.producer_id, h.base_sequence, h.producer_epoch)
             if guard is not SENTINEL_GUARD:
                 out[(td.name, pd.index)] = (h.producer_id, h.producer_epoch, guard)
     return out
@@ -179,10 +178,9 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
     bad_acks = acks not in (0, 1, -1)
     any_error = False
     topics_out = []
-    #: cluster mode, acks=all: (tp, required offset, leader epoch) and the entry to answer in
+    #: acks=all: (tp, required offset, leader epoch) and the entry to answer in
     waits: list[tuple[tuple[str, int], int, int]] = []
     entries: dict[tuple[str, int], dict] = {}
-    replicated = broker.replicas.replicated
     produced = broker.metrics.produced
     internal_ok = ctx.client_id == ADMIN_CLIENT_ID
     for td in req.topic_data:
@@ -202,7 +200,7 @@ def _append_all(broker: Broker, ctx: RequestContext, req: Any, preset: dict, gua
                                                          internal_ok=internal_ok)
                     # an idempotent retry's duplicate adds its bytes, not its records again
                     produced(td.name, 0 if res.duplicate else res.last_offset - res.base_offset + 1, len(pd.records))
-                    if replicated and acks == -1:
+                    if acks == -1:
                         tp = (td.name, pd.index)
                         waits.append((tp, res.last_offset + 1, broker.replicas.leader_epoch_of(*tp)))
                         entries[tp] = entry
@@ -248,7 +246,7 @@ def _response(broker: Broker, ctx: RequestContext, topics_out: list[dict]) -> by
 
 async def _await_replication(broker: Broker, ctx: RequestContext, topics_out, waits, entries,
                              timeout: float) -> Any:
-    """acks=all in cluster mode: answer once the ISR has the records (Kafka's delayed produce)."""
+    """acks=all: answer once the ISR has the records (Kafka's delayed produce)."""
     broker.metrics.delay("Produce", len(waits))
     try:
         codes = await broker.replicas.wait_for_high_watermark(waits, timeout)

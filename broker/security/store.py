@@ -92,6 +92,9 @@ class SecurityStore:
     def entity_config(self, path: str) -> dict[str, str]:
         return dict(self.entities.get(path, {}))
 
+    def stop(self) -> None:
+        """Nothing to let go of (the ZooKeeper store ends its watches here)."""
+
     # --- writing --------------------------------------------------------------------------
     async def set_acls(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Replace the whole ACL set (the authorizer's rows after a Create/DeleteAcls).

@@ -5,7 +5,7 @@ settle a pending change."""
 from __future__ import annotations
 
 from broker.cluster.election import PartitionState
-from broker.partition import Partition
+from broker.replica.partition import Partition
 from protocol.records import build_batch, iter_headers
 from storage.config import LogConfig
 from storage.log import PartitionLog

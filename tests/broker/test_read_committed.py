@@ -17,7 +17,7 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.handlers.fetch import fetch as fetch_handler
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import ReplicaManager
+from broker.replica.manager import ReplicaManager
 from broker.security.quotas import QuotaManager
 from broker.tools.wire import WireClient
 from broker.topics import TopicRegistry
@@ -29,6 +29,7 @@ from protocol.records import build_batch, iter_headers, iter_records, validate_b
 from storage.config import LogConfig
 from storage.manager import LogManager
 from tests.krait_harness import BrokerProcess
+from tests.leading import lead_every_partition
 from tests.txn_log import T0, TxnLog, value_of, write_transactions
 
 TOPIC = "txn"
@@ -45,7 +46,9 @@ def local(tmp_path):
     m.load()
     plog = m.create(TOPIC, 0)
     written = write_transactions(plog)
-    yield ReplicaManager(m), plog, written
+    rm = ReplicaManager(m)
+    lead_every_partition(rm)
+    yield rm, plog, written
     m.shutdown()
 
 
@@ -118,7 +121,8 @@ def test_parked_read_committed_fetch_wakes_when_a_marker_moves_the_lso(tmp_path)
                                 transactional=True))
     plog.append(buf, validate_batches(buf))
     rm = ReplicaManager(m)
-    broker = SimpleNamespace(registry=registry, replicas=rm, replication=None, logs=m, stopping=False,
+    lead_every_partition(rm)
+    broker = SimpleNamespace(registry=registry, replicas=rm, logs=m, stopping=False,
                              authorizer=None, quotas=QuotaManager.from_originals({}), metrics=BrokerMetrics())
     version = 11
     req = make(apis.request_type(ApiKey.FETCH, version), replica_id=-1, max_wait=datetime.timedelta(seconds=10),
@@ -159,13 +163,20 @@ def txn_broker(tmp_path_factory):
     """A broker whose topic ``txn`` holds tests/txn_log.py's transactions (segments of 300
     bytes), written while it was down."""
     d = str(tmp_path_factory.mktemp("txn-logs"))
+    proc = BrokerProcess(d).start()
+    with WireClient("127.0.0.1", proc.port) as c:
+        r = c.request(ApiKey.CREATE_TOPICS, 5, topics=[dict(name=TOPIC, num_partitions=1, replication_factor=1,
+                                                             assignments=[], configs=[dict(name="segment.bytes",
+                                                                                           value="300")])],
+                      timeout_ms=10_000, validate_only=False)
+        assert r.topics[0].error_code == 0, r
+    assert proc.stop() == 0
     b = Broker(BrokerConfig.from_props({"log.dirs": d}))
     b.open_storage()
-    asyncio.run(b.topics.create_topic(TOPIC, 1, {"segment.bytes": "300"}))
     written = write_transactions(b.logs.get(TOPIC, 0))
     topic_id = b.registry.get(TOPIC).topic_id
     b.logs.shutdown()
-    proc = BrokerProcess(d).start()
+    proc.start()
     yield proc, written, topic_id
     proc.stop()
 

@@ -8,9 +8,9 @@ import asyncio
 from types import SimpleNamespace
 
 from broker.cluster.election import PartitionState
-from broker.partition import Partition
-from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
-from broker.replica_manager import ReplicaManager
+from broker.replica.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from broker.replica.manager import ReplicaManager
+from broker.replica.partition import Partition
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 from storage.config import LogConfig
@@ -26,7 +26,7 @@ def _answer(records: bytes) -> SimpleNamespace:
 def test_a_batch_of_the_old_epoch_is_not_taken_once_this_broker_leads(tmp_path):
     async def scenario() -> None:
         logs = LogManager([str(tmp_path)], LogConfig(), replicated=True)
-        rm = ReplicaManager(logs, broker_id=3, replicated=True)
+        rm = ReplicaManager(logs, broker_id=3)
         plog = logs.create("t", 0)
         part = rm.partitions[("t", 0)] = Partition("t", 0, plog, broker_id=3)
         manager = ReplicaFetcherManager(3, rm, lambda b: None, fetch_max_bytes=1 << 20, response_max_bytes=1 << 20,

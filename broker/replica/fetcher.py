@@ -18,10 +18,10 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import KafkaStorageError
 
-from .cluster.broker_channel import Peer
-from .replica_manager import ReplicaManager
-from .security.client_security import ClientSecurity
-from .security.inter_broker import open_broker_connection
+from ..cluster.broker_channel import Peer
+from ..security.client_security import ClientSecurity
+from ..security.inter_broker import open_broker_connection
+from .manager import ReplicaManager
 
 log = logging.getLogger("krait.replica_fetcher")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from storage.log import PartitionLog
 
-from .cluster.election import NO_LEADER, PartitionState
+from ..cluster.election import NO_LEADER, PartitionState
 
 TopicPartition = tuple[str, int]
 

@@ -1,10 +1,10 @@
-"""Replication, the leader's side and the state changes (cluster mode): applying the
-partition states ZooKeeper holds to this broker's replicas (lead, follow, or drop them),
+"""Replication, the leader's side and the state changes: applying the partition states
+the metadata store holds (ZooKeeper's, or a single node's local store) to this broker's replicas (lead, follow, or drop them),
 answering followers' Fetch requests (reads up to the log end, KIP-320 divergence,
 follower progress that moves the high watermark) and keeping the ISR: followers that
 catch up join it, followers lagging more than ``replica.lag.time.max.ms`` leave it,
 through conditional ZooKeeper updates fenced by the state's version (Kafka's ZK-mode
-leader ISR update). The follower's side, fetching, is :mod:`broker.replica_fetcher`.
+leader ISR update). The follower's side, fetching, is :mod:`broker.replica.fetcher`.
 
 An ISR write has three outcomes, as Kafka's conditionalUpdatePath with its
 checkLeaderAndIsrZkData sees them: stored; refused because the znode moved on (the state
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import PartitionLog
 
-from .cluster.election import PartitionState
+from ..cluster.election import PartitionState
+from .manager import ReplicaManager
 from .partition import Partition
-from .replica_manager import ReplicaManager
 
 log = logging.getLogger("krait.replication")
 
@@ -49,6 +49,8 @@ class FollowerRead:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    #: the leader's LSO (Kafka reports it to followers too; they do not use it)
+    last_stable_offset: int = -1
     #: (epoch, end offset) when the follower's log diverged from ours
     diverging_epoch: tuple[int, int] | None = None
 
@@ -67,6 +69,7 @@ class Replication:
     def __init__(self, replicas: ReplicaManager, write_isr: IsrWriter, *, lag_time_max_ms: int,
                  read_state: StateReader | None = None, is_live: Callable[[int], bool] | None = None) -> None:
         self.replicas = replicas
+        replicas.replication = self  # followers' fetches reach this through the ReplicaManager
         self.write_isr = write_isr
         self.read_state = read_state
         #: whether a broker is registered in ZooKeeper: only live brokers join an ISR (Kafka's
@@ -150,7 +153,8 @@ class Replication:
                 self._read_back(part)
                 raise KafkaError(ErrorCode.unknown_leader_epoch)
             if epoch < last_fetched_epoch or end < fetch_offset:
-                return FollowerRead(plog.high_watermark, plog.log_start_offset, b"", (epoch, end))
+                return FollowerRead(plog.high_watermark, plog.log_start_offset, b"", plog.last_stable_offset,
+                                    (epoch, end))
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
             raise KafkaError(ErrorCode.offset_out_of_range,
                              f"fetch offset {fetch_offset} of replica {replica_id} is outside "
@@ -161,7 +165,7 @@ class Replication:
             if not part.isr_update_pending and part.isr_to_expand(replica_id) and self.is_live(replica_id):
                 self._change_isr(part, part.isr | {replica_id}, "expand")
         got = rm.read(plog, fetch_offset, max_bytes, min_one_batch=min_one_batch, to_log_end=True)
-        return FollowerRead(got.high_watermark, got.log_start_offset, got.records)
+        return FollowerRead(got.high_watermark, got.log_start_offset, got.records, got.last_stable_offset)
 
     # --- ISR ------------------------------------------------------------------------------------
     def shrink_isrs(self) -> None:

@@ -8,13 +8,13 @@ the last stable offset with the aborted transactions for read_committed),
 parking fetches that want more data (the purgatory) and waking them on append, and the
 offset lookups of ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeProducers.
 
-In single-node mode every partition has one replica, this broker, leading at epoch 0,
-so the high watermark is the log end offset. In cluster mode (``replicated``) each local
-replica is a :class:`~broker.partition.Partition` that leads or follows at the epoch
-ZooKeeper gives it (:mod:`broker.replication` applies that state and answers followers'
-fetches); here the leader's appends are stamped with its epoch, refused below
-``min.insync.replicas`` for acks=all, and acks=all answers wait until the high
-watermark passes the records (:meth:`ReplicaManager.wait_for_high_watermark`).
+Each local replica is a :class:`~broker.partition.Partition` that leads or follows at
+the epoch the metadata store gives it (:mod:`broker.replica.replication` applies that state and
+answers followers' fetches), on a single node as in a cluster: a single node leads every
+partition with an ISR of itself, so its high watermark reaches each append at once, by
+the same code that waits for followers elsewhere. The leader's appends are stamped with
+its epoch, refused below ``min.insync.replicas`` for acks=all, and acks=all answers wait
+until the high watermark passes the records (:meth:`ReplicaManager.wait_for_high_watermark`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_headers
@@ -32,12 +33,13 @@ from storage.producer_state import ProducerStateEntry
 from storage.transactions import VerificationGuard
 from storage.validator import validate_for_append
 
+from ..topics import INTERNAL_TOPICS
 from .partition import Partition
 from .purgatory import Purgatory
-from .topics import INTERNAL_TOPICS
 
-#: every partition has had one leader (this broker) since it was created
-LEADER_EPOCH = 0
+if TYPE_CHECKING:
+    from .replication import FollowerRead, Replication
+
 #: ListOffsets special timestamps
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 NO_LEADER_EPOCH = -1
@@ -61,37 +63,39 @@ class PartitionRead:
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager, broker_id: int = 0, *, replicated: bool = False) -> None:
+    def __init__(self, logs: LogManager, broker_id: int = 0) -> None:
         self.logs = logs
         self.broker_id = broker_id
-        #: cluster mode: partitions lead or follow at ZooKeeper's epochs
-        self.replicated = replicated
-        #: cluster mode: this broker's replicas, leading or following
+        #: this broker's replicas, leading or following at the metadata store's epochs
         self.partitions: dict[TopicPartition, Partition] = {}
         #: parks fetches until an append and acks=all produces until the HW moves
         self.purgatory = Purgatory()
+        #: the leader's side of replication (broker.replication.Replication sets itself here)
+        self.replication: Replication | None = None
+        logs.on_replaced = self._log_replaced
+
+    def _log_replaced(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        """A replica moved to another log dir (AlterReplicaLogDirs): its Partition goes on
+        with the reopened log."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log = plog
+            self.purgatory.notify(tp)
 
     # --- lookup -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> PartitionLog:
-        """The local replica this broker leads: UNKNOWN_TOPIC_OR_PARTITION without one,
-        NOT_LEADER_OR_FOLLOWER (cluster mode) when another broker leads it."""
-        plog = self.logs.get(topic, partition)
-        if plog is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
-        if plog.offline:
-            raise _offline(topic, partition)
-        if self.replicated:
-            part = self.partitions.get((topic, partition))
-            if part is None or not part.is_leader:
-                raise KafkaError(ErrorCode.not_leader_or_follower)
-        return plog
+        """The log of the local replica this broker leads: UNKNOWN_TOPIC_OR_PARTITION
+        without one, NOT_LEADER_OR_FOLLOWER when another broker leads it."""
+        return self.leader(topic, partition).log
 
     def leader(self, topic: str, partition: int) -> Partition:
-        """Cluster mode: the Partition this broker leads (errors as :meth:`partition`)."""
+        """The Partition this broker leads (errors as :meth:`partition`)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition if self.logs.get(topic, partition) is None
-                             else ErrorCode.not_leader_or_follower)
+            plog = self.logs.get(topic, partition)
+            if plog is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            raise _offline(topic, partition) if plog.offline else KafkaError(ErrorCode.not_leader_or_follower)
         if part.log.offline:
             raise _offline(topic, partition)
         if not part.is_leader:
@@ -100,23 +104,40 @@ class ReplicaManager:
 
     def leader_epoch_of(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch as this broker knows it."""
-        if not self.replicated:
-            return LEADER_EPOCH
         part = self.partitions.get((topic, partition))
         return part.leader_epoch if part is not None else NO_LEADER_EPOCH
 
-    def check_leader_epoch(self, current_leader_epoch: int, topic: str | None = None, partition: int = 0) -> None:
+    def local_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """This broker's replica of a partition, led or followed (a coordinator loading
+        its partition, a tool); None when it holds none."""
+        return self.logs.get(topic, partition)
+
+    def local_offsets(self, topic: str, partition: int) -> tuple[int, int, int] | None:
+        """(high watermark, LSO, log start) of the local replica, led or not; None without one."""
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return None
+        return plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
+
+    def check_leader_epoch(self, current_leader_epoch: int, topic: str, partition: int) -> None:
         """KIP-320: a client that knows a newer epoch than ours is ahead of this broker's
         metadata (UNKNOWN_LEADER_EPOCH, retried); an older one is stale (FENCED_LEADER_EPOCH)."""
         if current_leader_epoch < 0:
             return
-        epoch = LEADER_EPOCH if topic is None or not self.replicated else self.leader_epoch_of(topic, partition)
+        epoch = self.leader_epoch_of(topic, partition)
         if current_leader_epoch > epoch:
             raise KafkaError(ErrorCode.unknown_leader_epoch)
         if current_leader_epoch < epoch:
             raise KafkaError(ErrorCode.fenced_leader_epoch)
 
     # --- append -----------------------------------------------------------------------------
+    def start_transaction_verification(self, topic: str, partition: int, producer_id: int, base_sequence: int,
+                                       producer_epoch: int) -> VerificationGuard:
+        """KIP-890: the guard an append opening this producer's transaction here must carry
+        once its coordinator confirms it (SENTINEL_GUARD: none needed, already open)."""
+        return self.partition(topic, partition).maybe_start_transaction_verification(producer_id, base_sequence,
+                                                                                     producer_epoch)
+
     def append_records(self, topic: str, partition: int, records: bytes | bytearray | memoryview | None,
                        now_ms: int, *, internal_ok: bool = False, acks: int = 1,
                        verification_guard: VerificationGuard | None = None,
@@ -130,19 +151,14 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
         if records is None:
             raise KafkaError(ErrorCode.corrupt_message, "null records")
-        part = None
-        if self.replicated:
-            part = self.leader(topic, partition)
-            plog = part.log
-            min_isr = plog.config.min_insync_replicas
-            if acks == -1 and len(part.isr) < min_isr:
-                raise KafkaError(ErrorCode.not_enough_replicas,
-                                 f"The size of the current ISR {sorted(part.isr)} is insufficient to satisfy the "
-                                 f"min.isr requirement of {min_isr} for partition {plog.name}")
-            epoch = part.leader_epoch
-        else:
-            plog = self.partition(topic, partition)
-            epoch = LEADER_EPOCH
+        part = self.leader(topic, partition)
+        plog = part.log
+        min_isr = plog.config.min_insync_replicas
+        if acks == -1 and len(part.isr) < min_isr:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"The size of the current ISR {sorted(part.isr)} is insufficient to satisfy the "
+                             f"min.isr requirement of {min_isr} for partition {plog.name}")
+        epoch = part.leader_epoch
         cfg = plog.config
         valid = validate_for_append(records, cfg, now_ms, topic_partition=plog.name,
                                     log_start_offset=plog.log_start_offset)
@@ -150,8 +166,7 @@ class ReplicaManager:
                              log_append_time_ms=now_ms if cfg.log_append_time else None,
                              verification_guard=verification_guard, coordinator=origin_coordinator)
         if not result.duplicate:
-            if part is not None:
-                part.maybe_increment_high_watermark()  # an ISR of one commits at once
+            part.maybe_increment_high_watermark()  # an ISR of one (a single node) commits at once
             self.purgatory.notify((topic, partition))
         return result
 
@@ -159,14 +174,10 @@ class ReplicaManager:
                       coordinator_epoch: int, commit: bool) -> AppendResult:
         """Write a transaction's COMMIT/ABORT control batch as the partition's leader
         (WriteTxnMarkers); storage raises for a fenced producer or coordinator epoch."""
-        if self.replicated:
-            part = self.leader(topic, partition)
-            plog, epoch = part.log, part.leader_epoch
-        else:
-            part, plog, epoch = None, self.partition(topic, partition), LEADER_EPOCH
-        result = plog.append_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, leader_epoch=epoch)
-        if part is not None:
-            part.maybe_increment_high_watermark()
+        part = self.leader(topic, partition)
+        result = part.log.append_control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                               leader_epoch=part.leader_epoch)
+        part.maybe_increment_high_watermark()
         self.purgatory.notify((topic, partition))
         return result
 
@@ -212,6 +223,12 @@ class ReplicaManager:
         return out
 
     # --- read -------------------------------------------------------------------------------
+    def follower_fetch(self, replica_id: int, topic: str, partition: int, fetch_offset: int, last_fetched_epoch: int,
+                       current_leader_epoch: int, max_bytes: int, min_one_batch: bool) -> FollowerRead:
+        """A follower's fetch of a partition this broker leads (broker.replication)."""
+        return self.replication.follower_fetch(replica_id, topic, partition, fetch_offset, last_fetched_epoch,
+                                               current_leader_epoch, max_bytes, min_one_batch)
+
     def read(self, plog: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_batch: bool,
              to_log_end: bool = False, read_committed: bool = False) -> PartitionRead:
         """Whole batches from ``fetch_offset`` up to the high watermark (``to_log_end``: up
