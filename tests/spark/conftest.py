@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
+from tests.krait_harness import spawn
 from tests.spark import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -90,13 +92,19 @@ def job_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
         cmd = [krait, "spark", "--master", "local[1]", "--driver-memory", "512m", "--conf", "spark.ui.enabled=false",
                job, "--log-dirs", log_dir, "--output", out, *extra]
         logf = open(str(out_root / f"{job}.log"), "wb")  # closed by wait_job
-        # as from a fresh shell: no venv on the PATH, no PYSPARK_* or SPARK_HOME, another directory
-        proc = subprocess.Popen(cmd, cwd=str(out_root), env=fresh_shell_env(), stdout=logf, stderr=subprocess.STDOUT)
+        # as from a fresh shell: no venv on the PATH, no PYSPARK_* or SPARK_HOME, another directory.
+        # `krait spark` dies with this process; in a process group of its own, so that the end
+        # of the session also kills spark-submit's JVM (its child) and the JVM's Python workers
+        proc = spawn(cmd, cwd=str(out_root), env=fresh_shell_env(), stdout=logf, stderr=subprocess.STDOUT,
+                     start_new_session=True)
         runs[job] = (proc, out, log_dir, logf)
     yield runs
     for proc, *_ in runs.values():
-        if proc.poll() is None:
-            proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the JVM and its Python workers too
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 def wait_job(runs: dict, job: str, timeout: float = 240) -> tuple[int, str, str, str]:
