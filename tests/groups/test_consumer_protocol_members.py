@@ -77,7 +77,10 @@ def _frozen_member_and_a_joiner(broker: BrokerProcess, protocol: str, extra: lis
     """Three members consuming six partitions while a producer produces steadily; one is
     SIGSTOPped (no polls, no heartbeats) and at once a fourth member joins. Returns the
     longest pause of each healthy member's consumption from the freeze until the group
-    settled without the frozen member, that settling time, and the topic."""
+    settled without the frozen member, that settling time, and the topic. The frozen member
+    is thawed before every produced record is looked for: a member prints a batch after
+    committing it, so one frozen between the two holds records nobody else will be given
+    (they are committed) until it prints them."""
     topic = create_topic(broker.bootstrap, name(f"cg-pause-{protocol}"), 6)
     group = name(f"g-pause-{protocol}")
     members += [Member(broker.bootstrap, group, f"m{i}", protocol, topics=[topic], extra=extra) for i in range(3)]
@@ -103,8 +106,9 @@ def _frozen_member_and_a_joiner(broker: BrokerProcess, protocol: str, extra: lis
         end = time.monotonic()
     finally:
         produced = producer.stop()
+    frozen.thaw()
     wait_for(lambda: produced <= all_seen(members), 30, "every produced record consumed")
-    assert committed_redeliveries(members) == []
+    assert committed_redeliveries(members, uncommitted_ok=True) == []
     return [longest_pause(m, t0, end) for m in healthy], settled - t0, topic
 
 
@@ -118,7 +122,6 @@ def test_frozen_member_does_not_stop_the_others(kb, members):
     # thawed, the fenced member finds out (UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH), rejoins
     # and gets partitions again
     frozen = members[2]
-    frozen.thaw()
     wait_for(lambda: exact_cover(members, 6) and all(m.partitions() for m in members), 30,
              "the thawed member back in the group")
     sent = SteadyProducer(kb.bootstrap, topic, 6).produce(60)
