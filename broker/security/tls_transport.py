@@ -130,9 +130,8 @@ class TlsProtocol(asyncio.Protocol):
                 n = self.sslobj.read(len(buf), buf)
             except ssl.SSLWantReadError:
                 break
-            except ssl.SSLZeroReturnError:  # close_notify
-                self._flush()
-                self.raw.close()
+            except ssl.SSLZeroReturnError:  # close_notify (some OpenSSL builds raise it)
+                self.shutdown()
                 return
             except ssl.SSLError as exc:
                 log.info("closing TLS connection from %s on %s: %s", self._peer(), self.listener, exc)
@@ -140,7 +139,13 @@ class TlsProtocol(asyncio.Protocol):
                 self.raw.close()
                 return
             if not n:
-                break
+                if not len(buf):
+                    break
+                # no data left reads as SSLWantReadError: 0 into a non-empty buffer is the
+                # client's close_notify. Answer with ours before closing, as a TLS peer must:
+                # asyncio's client waits for it (30 s, its ssl_shutdown_timeout)
+                self.shutdown()
+                return
             app.buffer_updated(n)
         self._flush()  # session tickets, key updates
 

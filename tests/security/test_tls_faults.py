@@ -126,6 +126,19 @@ def test_garbage_client_hello_closes_only_that_connection(sb: SecureBroker, cert
     _served(sb, certs)
 
 
+def test_close_notify_is_answered(sb: SecureBroker, certs: CertFiles) -> None:
+    """A client that closes cleanly (close_notify) gets the broker's close_notify back, as a
+    TLS peer must: SSLSocket.unwrap() waits for it (asyncio's clients wait up to their
+    ssl_shutdown_timeout, 30 s, and report "SSL shutdown timed out" without it)."""
+    s = raw_connect(sb.ports["SSL"], client_tls_context(certs))
+    assert api_versions_ok(s), sb.log_text()
+    s.settimeout(10)
+    plain = s.unwrap()  # raises (timeout, or a bare EOF) unless the broker answers
+    assert plain.recv(1) == b""  # then the broker closes the connection
+    plain.close()
+    _served(sb, certs)
+
+
 def test_tls_handshake_then_close_mid_request(sb: SecureBroker, certs: CertFiles) -> None:
     """A client that completes the handshake and drops the connection halfway through a
     request leaves the broker serving others."""
