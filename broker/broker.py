@@ -125,7 +125,7 @@ class Broker:
                                producer_id_expiration_ms=self.effective_config()["producer.id.expiration.ms"],
                                replicated=True)
         self.replicas = ReplicaManager(self.logs, self.node_id)
-        self.topics = TopicAdmin(self.config, self.registry, self.logs, self.replicas)
+        self.topics = TopicAdmin(self.config, self.registry, self.logs)
         self.configs = ConfigAdmin(self.config, self.registry, self.topics, self.logs, self.node_id)
         self.log_dirs_admin = LogDirs(self.logs, self.registry)
         # the metadata store says which replicas this broker holds (at start(); one missing

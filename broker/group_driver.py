@@ -254,14 +254,12 @@ class CoordinatorDriver(CoordinatorShell):
         partition = core.txn_offset_commit_partition(req)
         if partition is None or transactions is None or not getattr(transactions, "verification", True):
             return self.call(core.txn_offset_commit, req)
-        plog = self.replicas.local_log(OFFSETS_TOPIC, partition)
-        if plog is None:
-            # Kafka's getPartitionOrException (answered as COORDINATOR_NOT_AVAILABLE)
-            return self.call(core.txn_offset_commit, req, verification=ErrorCode.unknown_topic_or_partition)
         try:
             guard = self.replicas.start_transaction_verification(OFFSETS_TOPIC, partition, req.producer_id,
                                                                  NO_SEQUENCE, req.producer_epoch)
         except KafkaError as exc:
+            # Kafka's getPartitionOrException: no replica here (UNKNOWN_TOPIC_OR_PARTITION),
+            # not its leader, or offline; the core answers COORDINATOR_NOT_AVAILABLE
             return self.call(core.txn_offset_commit, req, verification=exc.error_code)
         if guard is SENTINEL_GUARD:
             return self.call(core.txn_offset_commit, req)

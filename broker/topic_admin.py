@@ -24,7 +24,6 @@ from storage.config import LogConfig
 from storage.manager import LogManager
 
 from .config import BrokerConfig
-from .replica.manager import ReplicaManager
 from .topics import INTERNAL_TOPICS, TopicInfo, TopicRegistry, topic_name_error
 
 log = logging.getLogger("krait.topics")
@@ -38,11 +37,10 @@ def base_log_config(default_topic_props: dict[str, str], registry: TopicRegistry
 
 
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, registry: TopicRegistry, logs: LogManager, replicas: ReplicaManager):
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, logs: LogManager):
         self.config = config
         self.registry = registry
         self.logs = logs
-        self.replicas = replicas
         #: topic defaults from the static config (dynamic ones are applied over them)
         self.default_topic_props = config.topic_defaults()
         #: internal topics are created by their coordinator, with their own configs

@@ -122,10 +122,10 @@ class TopicRegistry:
         return self.topics.get(name)
 
     def add(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
+        """Add a topic to the view; the local metadata store saves the document after it."""
         info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs))
         self.topics[name] = info
         self.by_id[info.topic_id] = info
-        self.save()
         return info
 
     def replace_topics(self, topics: dict[str, TopicInfo]) -> None:
@@ -137,10 +137,10 @@ class TopicRegistry:
         self.version += 1
 
     def remove(self, name: str) -> TopicInfo | None:
+        """Take a topic out of the view (as :meth:`add`, not saved here)."""
         info = self.topics.pop(name, None)
         if info is not None:
             self.by_id.pop(info.topic_id, None)
-            self.save()
         return info
 
 

@@ -271,11 +271,11 @@ class TransactionDriver(CoordinatorShell):
         a single node), written locally and sent to the other leaders."""
         pending = list(self._appended)
         _maybe_crash("after-prepare")
-        task = asyncio.ensure_future(self._send_cluster(request, on_complete, pending))
+        task = asyncio.ensure_future(self._send_markers(request, on_complete, pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send_cluster(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None],
+    async def _send_markers(self, request: MarkerRequest, on_complete: Callable[[MarkerResults], None],
                             prepared: list) -> None:
         results: dict[TopicPartition, ErrorCode | None] = {}
         try:

@@ -291,7 +291,7 @@ class ClusterNode:
                              assignment: dict[int, tuple[int, ...]] | None = None) -> asyncio.Future[TopicInfo]:
         """:meth:`create_topic` as a future: already done when the store writes inline (a
         single node's), so that a topic created on first use is there at once."""
-        write = self._plan_topic(name, partitions, replication_factor, configs, assignment)
+        topic_id, write = self._plan_topic(name, partitions, replication_factor, configs, assignment)
         out: asyncio.Future[TopicInfo] = self.loop.create_future()
 
         def landed(fut: asyncio.Future) -> None:
@@ -305,7 +305,7 @@ class ClusterNode:
                 return
             self.sync()
             info = self.registry.get(name)
-            out.set_result(info if info is not None else TopicInfo(name, write.args[1], partitions, dict(configs)))
+            out.set_result(info if info is not None else TopicInfo(name, topic_id, partitions, dict(configs)))
 
         written = self.membership.submit(ErrorCode.request_timed_out, write)
         if written.done():
@@ -315,9 +315,9 @@ class ClusterNode:
         return out
 
     def _plan_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                    assignment: dict[int, tuple[int, ...]] | None) -> partial:
-        """The store write creating a topic: its assignment checked or made, and each
-        partition's first state (the first replica leads at epoch 0)."""
+                    assignment: dict[int, tuple[int, ...]] | None) -> tuple[uuid.UUID, partial]:
+        """The new topic's id and the store write creating it: its assignment checked or
+        made, and each partition's first state (the first replica leads at epoch 0)."""
         live = self.live_broker_ids()
         if assignment is None:
             try:
@@ -331,7 +331,8 @@ class ClusterNode:
                                  f"Unknown broker(s) {unknown} in the replica assignment")
         epoch = self.membership.controller_epoch
         states = {p: PartitionState(replicas[0], 0, tuple(replicas), epoch) for p, replicas in assignment.items()}
-        return partial(self.metadata.create_topic, name, zk_layout.random_topic_id(), assignment, configs, states)
+        topic_id = zk_layout.random_topic_id()
+        return topic_id, partial(self.metadata.create_topic, name, topic_id, assignment, configs, states)
 
     async def add_partitions(self, name: str, count: int, current: int) -> None:
         meta = self.metadata.topics.get(name)

@@ -37,10 +37,10 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         return make(rtype, throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
     named = None if req.topic_partitions is None else [(t.topic, p) for t in req.topic_partitions
                                                        for p in t.partitions]
-    return _elect_in_cluster(broker, rtype, election == UNCLEAN, named)
+    return _elect(broker, rtype, election == UNCLEAN, named)
 
 
-async def _elect_in_cluster(broker: Broker, rtype, unclean: bool, named) -> Any:
+async def _elect(broker: Broker, rtype, unclean: bool, named) -> Any:
     outcome = await broker.cluster.elect_leaders(unclean, named)
     by_topic: dict[str, list[dict]] = {}
     for (topic, p), (code, message) in sorted(outcome.items()):

@@ -34,7 +34,7 @@ from ..cluster.zk_metadata import TopicExistsError, TopicMeta, UnknownTopicError
 from ..config import BrokerConfig
 from ..endpoints import Listener
 from ..security.store import SecurityStore
-from ..topics import TopicInfo, TopicRegistry
+from ..topics import TopicRegistry
 
 log = logging.getLogger("krait.metadata")
 
@@ -170,6 +170,7 @@ class LocalMetadata:
         self.registry.save()
 
     def _changed(self) -> None:
+        # the document's save bumps the registry's version (the Metadata cache key)
         self._rebuild_topics()
         self._save()
         if self.on_change is not None:
@@ -184,10 +185,7 @@ class LocalMetadata:
         if name in self.registry.topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         self._check_assignment(assignment)
-        reg = self.registry
-        info = TopicInfo(name, topic_id, len(assignment), dict(configs or {}))
-        reg.topics[name] = info
-        reg.by_id[topic_id] = info
+        self.registry.add(name, len(assignment), configs or {}, topic_id)
         for p in assignment:
             self.states[(name, p)] = self._stored((states or {}).get(p))
         self._changed()
@@ -205,15 +203,11 @@ class LocalMetadata:
         for p in assignment_for_new:
             self.states[(name, p)] = self._stored((states_for_new or {}).get(p))
         info.partitions = n + len(assignment_for_new)
-        self.registry.version += 1
         self._changed()
 
     def delete_topic(self, name: str) -> None:
-        info = self.registry.topics.pop(name, None)
-        if info is None:
+        if self.registry.remove(name) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
-        self.registry.by_id.pop(info.topic_id, None)
-        self.registry.version += 1
         self.states = {tp: s for tp, s in self.states.items() if tp[0] != name}
         self._changed()
 
@@ -222,14 +216,11 @@ class LocalMetadata:
         if info is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         info.configs = dict(configs)
-        self.registry.version += 1
         self._changed()
 
     def set_reassignment(self, name: str, partition: int, replicas, adding=(), removing=()) -> None:
         # reached only with replicas this broker's checks let through: all of them are this broker
-        if set(replicas) - {self.broker_id}:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"Unknown broker(s) {sorted(set(replicas) - {self.broker_id})} in the replica assignment")
+        self._check_assignment({partition: tuple(replicas)})
 
     def _check_assignment(self, assignment: dict[int, tuple[int, ...]]) -> None:
         others = sorted({b for r in assignment.values() for b in r} - {self.broker_id})
