@@ -111,8 +111,6 @@ ACCEPTED_KEYS: tuple[ConfigKey, ...] = (
         ("process.roles", LIST, frozenset()), ("controller.quorum.voters", LIST, frozenset()),
         ("controller.quorum.bootstrap.servers", LIST, frozenset()), ("controller.listener.names", STRING, frozenset()),
         ("socket.send.buffer.bytes", INT, frozenset()), ("socket.receive.buffer.bytes", INT, frozenset()),
-        ("share.coordinator.state.topic.replication.factor", SHORT, frozenset()),
-        ("share.coordinator.state.topic.min.isr", SHORT, frozenset()),
         ("sasl.login.callback.handler.class", CLASS, frozenset({LISTENER_MECHANISM})),
         ("sasl.login.class", CLASS, frozenset({LISTENER_MECHANISM})),
         ("sasl.server.callback.handler.class", CLASS, frozenset({LISTENER_MECHANISM})))),
