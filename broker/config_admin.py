@@ -1,5 +1,8 @@
-"""ConfigAdmin: topic and broker configs with Kafka's semantics, for DescribeConfigs,
+"""ConfigAdmin: topic, broker and group configs with Kafka's semantics, for DescribeConfigs,
 AlterConfigs and IncrementalAlterConfigs (and the entries CreateTopics returns).
+
+Group configs (GROUP resources, declared in broker/group_configs.py) are kept, like dynamic
+broker configs, in this broker's metadata document: a cluster does not share them yet.
 
 Topic overrides and dynamic broker configs are persisted in the topic registry. A broker
 resource named with this broker's id holds its own dynamic configs (DYNAMIC_BROKER_CONFIG);
@@ -23,6 +26,7 @@ from storage.config import TOPIC_KEYS, LogConfig
 from storage.config_def import ACCEPTED, LIST, QUOTA, USED
 from storage.manager import LogManager
 
+from . import group_configs
 from .config import (
     ALL_DYNAMIC_CONFIGS,
     BROKER_DEFAULTS,
@@ -39,10 +43,10 @@ from .config import (
 from .topic_admin import TopicAdmin
 from .topics import TopicRegistry, dynamic_topic_defaults
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # ConfigSource
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_GROUP_CONFIG = 4, 5, 8
 # ConfigType, by Kafka's ConfigDef.Type name
 _CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8,
                     "PASSWORD": 9}
@@ -132,6 +136,55 @@ class ConfigAdmin:
                             documentation=None))
         return out
 
+    def group_configs(self, group_id: str) -> dict[str, Any]:
+        """Every group config's value in force for ``group_id`` (its overrides, else the
+        broker keys behind them)."""
+        return group_configs.effective(self.registry.group_configs.get(group_id, {}), self.config)
+
+    def group_config_entries(self, group_id: str, keys: Iterable[str] | None, include_synonyms: bool) -> list[dict]:
+        """ConfigHelper.createGroupConfigEntry for each group config: DYNAMIC_GROUP_CONFIG when the
+        group sets it, else the layers of the broker key behind it."""
+        if not group_id:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        overrides = self.registry.group_configs.get(group_id, {})
+        values = group_configs.effective(overrides, self.config)
+        out = []
+        for name in sorted(group_configs.GROUP_KEYS):
+            if keys and name not in keys:
+                continue
+            key = group_configs.GROUP_KEYS[name]
+            value = group_configs.render(values[name])
+            syn = (self._synonyms(key.broker_synonym, broker_config_synonyms(key.broker_synonym, True), False)
+                   if key.broker_synonym else [])
+            if name in overrides:
+                syn.insert(0, dict(name=name, value=value, source=DYNAMIC_GROUP_CONFIG))
+            out.append(dict(name=name, value=value, read_only=False,
+                            config_source=syn[0]["source"] if syn else DEFAULT_CONFIG, is_sensitive=False,
+                            synonyms=syn if include_synonyms else [], config_type=_CONFIG_TYPE_IDS[key.type],
+                            documentation=None))
+        return out
+
+    def _alter_group(self, r: Any, incremental: bool, validate_only: bool) -> None:
+        if not r.resource_name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        current = self.registry.group_configs.get(r.resource_name, {})
+        if incremental:
+            new = self._incremental(dict(current), r.configs, lambda name: None, lambda op, name: KafkaError(
+                ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
+        else:
+            new = {c.name: c.value for c in r.configs}
+        try:
+            group_configs.validate(new, self.config)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        if validate_only:
+            return
+        if new:
+            self.registry.group_configs[r.resource_name] = new
+        else:
+            self.registry.group_configs.pop(r.resource_name, None)
+        self.registry.save()
+
     def describe(self, req: Any) -> list[dict]:
         """DescribeConfigs' results, one per requested resource."""
         results = []
@@ -151,6 +204,8 @@ class ConfigAdmin:
                         self._check_broker_id(r.resource_name, "Broker id must be an integer, but it is: {}",
                                               "Unexpected broker id, expected {} or empty string, but received {}")
                     entry["configs"] = self._broker_config_entries(bool(r.resource_name), keys, req.include_synonyms)
+                elif r.resource_type == GROUP:
+                    entry["configs"] = self.group_config_entries(r.resource_name, keys, req.include_synonyms)
                 elif r.resource_type == BROKER_LOGGER:
                     if not r.resource_name:
                         raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
@@ -288,6 +343,8 @@ class ConfigAdmin:
                     await self._alter_topic(r, incremental, req.validate_only)
                 elif r.resource_type == BROKER:
                     self._alter_broker(r, incremental, req.validate_only)
+                elif r.resource_type == GROUP:
+                    self._alter_group(r, incremental, req.validate_only)
                 elif r.resource_type == BROKER_LOGGER and incremental:
                     pass  # log levels are not Kafka's log4j loggers here; accepted and ignored
                 else:

@@ -1,5 +1,5 @@
-"""DescribeConfigs (key 32), v1-4: a topic's or a broker's configs with their sources and
-synonyms; the ConfigAdmin service answers."""
+"""DescribeConfigs (key 32), v1-4: a topic's, a broker's or a group's configs with their
+sources and synonyms; the ConfigAdmin service answers."""
 
 from __future__ import annotations
 

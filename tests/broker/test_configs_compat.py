@@ -399,3 +399,64 @@ def test_cluster_wide_default_broker_configs(tmp_path, java_configs):
         assert out[5].split("\t")[:2] == ["86400000", "STATIC_BROKER_CONFIG"]
     finally:
         b.stop()
+
+
+def test_group_configs(tmp_path, java_configs):
+    """GROUP resources (Kafka's GroupConfig): defaults from the broker keys behind them,
+    overrides with DYNAMIC_GROUP_CONFIG, Kafka's refusals, kept across a restart."""
+    b = BrokerProcess(str(tmp_path / "logs"), overrides={"group.share.record.lock.duration.ms": "20000"}).start()
+    try:
+        out = java_configs(b.bootstrap, [
+            ["describe", "GROUP", "g1", "share.record.lock.duration.ms"],
+            ["describe", "GROUP", "g1", "share.auto.offset.reset"],
+            ["alter", "GROUP", "g1", "SET", "share.auto.offset.reset", "earliest"],
+            ["alter", "GROUP", "g1", "SET", "share.record.lock.duration.ms", "45000"],
+            ["describe", "GROUP", "g1", "share.auto.offset.reset"],
+            ["describe", "GROUP", "g1", "share.record.lock.duration.ms"],
+            ["describe", "GROUP", "g2", "share.auto.offset.reset"],
+            ["alter", "GROUP", "g1", "SET", "share.record.lock.duration.ms", "70000"],
+            ["alter", "GROUP", "g1", "SET", "share.auto.offset.reset", "sometimes"],
+            ["alter", "GROUP", "g1", "SET", "share.auto.offset.reset", "by_duration:PT1H"],
+            ["alter", "GROUP", "g1", "SET", "no.such.key", "1"],
+            ["alter", "GROUP", "g1", "SET", "share.heartbeat.interval.ms", "15000"],
+            ["alter", "GROUP", "g1", "SET", "share.session.timeout.ms", "15000"],
+            ["alter", "GROUP", "g1", "DELETE", "share.record.lock.duration.ms"],
+            ["names", "GROUP", "g1"],
+        ])
+        assert out[0] == ("20000\tSTATIC_BROKER_CONFIG\tfalse\tfalse\t"
+                          "group.share.record.lock.duration.ms=20000@STATIC_BROKER_CONFIG;"
+                          "group.share.record.lock.duration.ms=30000@DEFAULT_CONFIG;")
+        assert out[1] == "latest\tDEFAULT_CONFIG\tfalse\tfalse\t"
+        assert out[2:4] == ["OK", "OK"]
+        assert out[4] == ("earliest\tDYNAMIC_GROUP_CONFIG\tfalse\tfalse\t"
+                          "share.auto.offset.reset=earliest@DYNAMIC_GROUP_CONFIG;")
+        assert out[5].startswith("45000\tDYNAMIC_GROUP_CONFIG\tfalse\tfalse\t"
+                                 "share.record.lock.duration.ms=45000@DYNAMIC_GROUP_CONFIG;"
+                                 "group.share.record.lock.duration.ms=20000@STATIC_BROKER_CONFIG;")
+        assert out[6].split("\t")[:2] == ["latest", "DEFAULT_CONFIG"]  # another group keeps the default
+        assert out[7] == ("ERR InvalidConfigurationException: share.record.lock.duration.ms must be in the range "
+                          "15000 to 60000 inclusive.")
+        assert out[8].startswith("ERR InvalidConfigurationException: Invalid value sometimes for configuration "
+                                 "share.auto.offset.reset")
+        assert out[9] == "OK"
+        assert out[10] == "ERR InvalidConfigurationException: Unknown group config name: no.such.key"
+        # a 15000 ms heartbeat is within its bounds and below the 45000 ms session timeout; a
+        # 15000 ms session timeout is below group.share.min.session.timeout.ms
+        assert out[11] == "OK"
+        assert out[12] == ("ERR InvalidConfigurationException: share.session.timeout.ms must be in the range "
+                           "45000 to 60000 inclusive.")
+        assert out[13] == "OK"
+        assert out[14] == ("consumer.heartbeat.interval.ms,consumer.session.timeout.ms,share.auto.offset.reset,"
+                           "share.delivery.count.limit,share.heartbeat.interval.ms,share.isolation.level,"
+                           "share.partition.max.record.locks,share.record.lock.duration.ms,"
+                           "share.renew.acknowledge.enable,share.session.timeout.ms")
+        b.stop()
+        b.start()
+        out = java_configs(b.bootstrap, [["describe", "GROUP", "g1", "share.auto.offset.reset"],
+                                         ["describe", "GROUP", "g1", "share.record.lock.duration.ms"],
+                                         ["describe", "GROUP", "g1", "share.heartbeat.interval.ms"]])
+        assert out[0].split("\t")[:2] == ["by_duration:PT1H", "DYNAMIC_GROUP_CONFIG"]
+        assert out[1].split("\t")[:2] == ["20000", "STATIC_BROKER_CONFIG"]
+        assert out[2].split("\t")[:2] == ["15000", "DYNAMIC_GROUP_CONFIG"]
+    finally:
+        b.stop()
