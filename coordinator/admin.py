@@ -4,10 +4,13 @@ What ``kafka-consumer-groups.sh`` (and ``krait groups``) ask of the coordinator:
 groups (unknown ones as Dead, as Kafka does), list them, and delete Empty groups together
 with their offsets (pending transactional ones included).
 
-KIP-848 consumer groups are listed with type "consumer" and deleted like classic ones (their
-own tombstones instead of GroupMetadata's); DescribeGroups describes them as Dead, as Kafka's
-GroupMetadataManager.describeGroups does for any group that is not classic (clients describe
-them with ConsumerGroupDescribe: coordinator/consumer/describe.py).
+KIP-848 consumer groups are listed with type "consumer" and KIP-932 share groups with type
+"share" (protocol type "share", states Empty and Stable); both are deleted like classic ones
+(their own tombstones instead of GroupMetadata's; a share group's state in
+``__share_group_state`` is deleted by the broker shell, told through ``on_share_group_deleted``).
+DescribeGroups describes them as Dead, as Kafka's GroupMetadataManager.describeGroups does
+for any group that is not classic (clients describe them with ConsumerGroupDescribe and
+ShareGroupDescribe: coordinator/consumer/describe.py, coordinator/share/describe.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import GroupState
 from coordinator.records import encode_group_metadata_key, encode_offset_commit_key
 from coordinator.responses import response_for
+from coordinator.share import records as share_records
+from coordinator.share.group import ShareGroup
 from coordinator.state import CoordinatorState, Record, Respond, reply, storage_error
 
 __all__ = ["GroupAdmin", "GROUP_AUTHORIZED_OPERATIONS"]
@@ -42,8 +47,10 @@ _OPS_NOT_REQUESTED = -(2**31)
 class GroupAdmin:
     """Describe, list and delete the groups of ``state``."""
 
-    def __init__(self, state: CoordinatorState) -> None:
+    def __init__(self, state: CoordinatorState, on_share_group_deleted: Callable[[ShareGroup], None] | None = None) -> None:
+        """``on_share_group_deleted(group)``: after a share group's tombstones are written."""
         self._state = state
+        self._on_share_group_deleted = on_share_group_deleted
 
     # ------------------------------------------------------------------ DescribeGroups
     def describe_groups(self, req: Any, respond: Respond, authorized_operations: Callable[[str], int] | None = None) -> None:
@@ -67,7 +74,7 @@ class GroupAdmin:
             base["error_code"] = err
             return base
         group = self._state.groups.get(gid)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or isinstance(group, (ConsumerGroup, ShareGroup)):
             base["group_state"] = _S.DEAD.value
             return base
         stable = group.is_(_S.STABLE)
@@ -94,7 +101,7 @@ class GroupAdmin:
         types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
         out = []
         for g in self._state.groups.values():
-            group_type = "consumer" if isinstance(g, ConsumerGroup) else "classic"
+            group_type = "consumer" if isinstance(g, ConsumerGroup) else "share" if isinstance(g, ShareGroup) else "classic"
             if types and group_type not in types:
                 continue
             if g.state.value == _S.DEAD.value or (states and g.state.value.lower() not in states):
@@ -123,9 +130,10 @@ class GroupAdmin:
         group = state.groups.get(gid)
         if group is None or group.state.value == _S.DEAD.value:
             return E.group_id_not_found
-        if isinstance(group, ConsumerGroup) and not group.is_empty():
-            return E.non_empty_group
-        if not isinstance(group, ConsumerGroup) and not group.is_(_S.EMPTY):
+        if isinstance(group, (ConsumerGroup, ShareGroup)):
+            if not group.is_empty():
+                return E.non_empty_group
+        elif not group.is_(_S.EMPTY):
             return E.non_empty_group
         # Pending offsets (transactional, or waiting for their write) are deleted with the
         # group: Kafka's deleteAllOffsets writes a tombstone for each partition only they hold.
@@ -133,6 +141,8 @@ class GroupAdmin:
         records: list[Record] = [(encode_offset_commit_key(gid, topic, p), None) for topic, p in sorted(keys)]
         if isinstance(group, ConsumerGroup):
             records += [encode_record(r) for r in group_tombstones(group)]
+        elif isinstance(group, ShareGroup):
+            records += [share_records.encode_record(r) for r in share_records.group_tombstones(group)]
         else:
             records.append((encode_group_metadata_key(gid), None))
         try:
@@ -141,4 +151,6 @@ class GroupAdmin:
             log.warning("group %s: deletion failed: %s", gid, exc)
             return storage_error(exc, commit=False)
         state.kill(group)
+        if isinstance(group, ShareGroup) and self._on_share_group_deleted is not None:
+            self._on_share_group_deleted(group)
         return E.none

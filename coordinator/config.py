@@ -33,7 +33,7 @@ _ASSIGNOR_CLASSES = {
 #: conversions between a classic group and a consumer group are allowed
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
-_LISTS = ("group_consumer_assignors", "group_coordinator_rebalance_protocols")
+_LISTS = ("group_consumer_assignors", "group_coordinator_rebalance_protocols", "group_share_assignors")
 _STRINGS = ("group_consumer_migration_policy",)
 
 
@@ -73,6 +73,16 @@ class CoordinatorConfig:
     #: group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (any
     #: case); converting a classic group with members to a consumer group (upgrade) and back
     group_consumer_migration_policy: str = "bidirectional"
+    # --- KIP-932 share groups (Kafka's GroupCoordinatorConfig / ShareGroupConfig) -------------
+    group_share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    group_share_min_session_timeout_ms: int = 45_000  # group.share.min.session.timeout.ms
+    group_share_max_session_timeout_ms: int = 60_000  # group.share.max.session.timeout.ms
+    group_share_heartbeat_interval_ms: int = 5000  # group.share.heartbeat.interval.ms
+    group_share_min_heartbeat_interval_ms: int = 5000  # group.share.min.heartbeat.interval.ms
+    group_share_max_heartbeat_interval_ms: int = 15_000  # group.share.max.heartbeat.interval.ms
+    group_share_max_size: int = 200  # group.share.max.size
+    #: group.share.assignors: share-group assignors by name; the first is used (Kafka has one)
+    group_share_assignors: tuple[str, ...] = ("simple",)
 
     def __post_init__(self) -> None:
         for name in _LISTS:
@@ -98,39 +108,10 @@ class CoordinatorConfig:
             if not ok:
                 raise ValueError(message)
 
-        k = "group.consumer."
-        for f in fields(self):
-            if f.name.startswith("group_consumer_") and f.name not in _LISTS + _STRINGS:
-                require(getattr(self, f.name) >= 1, f"{f.name.replace('_', '.')} must be at least 1")
-        require(
-            self.group_consumer_max_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
-            f"{k}max.heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms",
-        )
-        require(
-            self.group_consumer_heartbeat_interval_ms >= self.group_consumer_min_heartbeat_interval_ms,
-            f"{k}heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms",
-        )
-        require(
-            self.group_consumer_heartbeat_interval_ms <= self.group_consumer_max_heartbeat_interval_ms,
-            f"{k}heartbeat.interval.ms must be less than or equal to {k}max.heartbeat.interval.ms",
-        )
-        require(
-            self.group_consumer_max_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
-            f"{k}max.session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms",
-        )
-        require(
-            self.group_consumer_session_timeout_ms >= self.group_consumer_min_session_timeout_ms,
-            f"{k}session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms",
-        )
-        require(
-            self.group_consumer_session_timeout_ms <= self.group_consumer_max_session_timeout_ms,
-            f"{k}session.timeout.ms must be less than or equal to {k}max.session.timeout.ms",
-        )
-        require(
-            self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms,
-            f"{k}heartbeat.interval.ms must be less than {k}session.timeout.ms",
-        )
-        require(bool(self.group_consumer_assignors), f"{k}assignors must name at least one assignor")
+        for prefix in ("group_consumer_", "group_share_"):
+            self._validate_modern(prefix, require)
+        require(bool(self.group_consumer_assignors), "group.consumer.assignors must name at least one assignor")
+        require(bool(self.group_share_assignors), "group.share.assignors must name at least one assignor")
         protocols = self.group_coordinator_rebalance_protocols
         unknown = [p for p in protocols if p not in REBALANCE_PROTOCOLS]
         require(
@@ -138,6 +119,32 @@ class CoordinatorConfig:
             f"group.coordinator.rebalance.protocols: unknown protocols {unknown} (known: {', '.join(REBALANCE_PROTOCOLS)})",
         )
         require("classic" in protocols, "group.coordinator.rebalance.protocols: Disabling the 'classic' protocol is not supported.")
+
+    def _validate_modern(self, prefix: str, require: Any) -> None:
+        """The session and heartbeat bounds of consumer (``group_consumer_``) or share
+        (``group_share_``) groups, with Kafka's messages (GroupCoordinatorConfig)."""
+        k = prefix.replace("_", ".")
+        for f in fields(self):
+            if f.name.startswith(prefix) and f.name not in _LISTS + _STRINGS:
+                require(getattr(self, f.name) >= 1, f"{f.name.replace('_', '.')} must be at least 1")
+
+        def v(name: str) -> int:
+            return int(getattr(self, prefix + name))
+
+        require(v("max_heartbeat_interval_ms") >= v("min_heartbeat_interval_ms"),
+                f"{k}max.heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms")
+        require(v("heartbeat_interval_ms") >= v("min_heartbeat_interval_ms"),
+                f"{k}heartbeat.interval.ms must be greater than or equal to {k}min.heartbeat.interval.ms")
+        require(v("heartbeat_interval_ms") <= v("max_heartbeat_interval_ms"),
+                f"{k}heartbeat.interval.ms must be less than or equal to {k}max.heartbeat.interval.ms")
+        require(v("max_session_timeout_ms") >= v("min_session_timeout_ms"),
+                f"{k}max.session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms")
+        require(v("session_timeout_ms") >= v("min_session_timeout_ms"),
+                f"{k}session.timeout.ms must be greater than or equal to {k}min.session.timeout.ms")
+        require(v("session_timeout_ms") <= v("max_session_timeout_ms"),
+                f"{k}session.timeout.ms must be less than or equal to {k}max.session.timeout.ms")
+        require(v("heartbeat_interval_ms") < v("session_timeout_ms"),
+                f"{k}heartbeat.interval.ms must be less than {k}session.timeout.ms")
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -15,6 +15,9 @@ This class is the coordinator's one entry point. It creates the shared
   server-side assignors, reconciliation and the members' session and revocation timers,
   members using the classic protocol in consumer groups and the online migration between
   classic and consumer groups (group.consumer.migration.policy),
+* ``coordinator/share/``: KIP-932's ShareGroupHeartbeat and ShareGroupDescribe, the simple
+  assignor and the members' session timers; what the share-partitions need from it goes to
+  the broker shell through :class:`~coordinator.share.membership.ShareGroupHooks`,
 * ``coordinator/offsets.py``: OffsetCommit, OffsetFetch, OffsetDelete, offset expiry,
 * ``coordinator/txn_offsets.py``: TxnOffsetCommit and the pending transactional offsets,
 * ``coordinator/loader.py``: replaying ``__consumer_offsets`` partitions,
@@ -70,10 +73,16 @@ from coordinator.consumer.membership import Membership
 from coordinator.loader import GroupLoader, LoadItem
 from coordinator.offsets import Offsets
 from coordinator.placement import Relocation, legacy_partition
+from coordinator.share.assignor import SHARE_ASSIGNORS
+from coordinator.share.describe import ShareGroupDescribe
+from coordinator.share.group import ShareGroup
+from coordinator.share.heartbeat import ShareGroupHeartbeat, share_group_of
+from coordinator.share.membership import ShareGroupHooks, ShareMembership, SharePartitions
 from coordinator.state import AnyGroup, CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
 from coordinator.txn_offsets import TxnOffsets
+from protocol.errors import KafkaError
 
-__all__ = ["GroupCoordinator", "OffsetsLog", "Topics", "java_string_hash", "partition_for_group"]
+__all__ = ["GroupCoordinator", "OffsetsLog", "ShareGroupHooks", "Topics", "java_string_hash", "partition_for_group"]
 
 #: the broker's topics: name -> (topic id, number of partitions)
 Topics = Mapping[str, tuple[uuid.UUID, int]]
@@ -107,13 +116,16 @@ class GroupCoordinator:
         partition_exists: Callable[[str, int], bool] | None = None,
         topics: Callable[[], Topics] | None = None,
         assignors: Mapping[str, PartitionAssignor] | None = None,
+        share_hooks: ShareGroupHooks | None = None,
     ) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (Kafka's KafkaApis check).
         ``topics()``: the broker's topics, ``{name: (topic id, partitions)}`` (default: none).
         ``assignors``: the server assignors by name (default: coordinator.consumer.assignors'
         ASSIGNORS); config.group_consumer_assignors picks among them (ValueError naming
-        group.consumer.assignors for an unknown one)."""
+        group.consumer.assignors for an unknown one). ``share_hooks``: what the broker shell
+        is told about share groups (coordinator/share/membership.py; default: nothing, and
+        new share-partitions count as initialised at once)."""
         self.config = config
         self._state = state = CoordinatorState(config, clock, log)
         self._rebalance = Rebalancer(state)
@@ -129,8 +141,16 @@ class GroupCoordinator:
         self._leave = LeaveGroup(state, self._rebalance, classic_members)
         self._offsets = Offsets(state, self._rebalance, partition_exists)
         self._txn_offsets = TxnOffsets(state, partition_exists)
-        self._loader = GroupLoader(state, self._rebalance, self._membership.on_loaded)
-        self._admin = GroupAdmin(state)
+        share_assignor = config.group_share_assignors[0]
+        if share_assignor not in SHARE_ASSIGNORS:
+            raise ValueError(
+                f"group.share.assignors: unknown assignor {share_assignor} (known: {', '.join(SHARE_ASSIGNORS)})"
+            )
+        self._share = ShareMembership(state, topics or _no_topics, SHARE_ASSIGNORS[share_assignor], share_hooks)
+        self._sg_heartbeat = ShareGroupHeartbeat(self._share)
+        self._sg_describe = ShareGroupDescribe(self._share, GROUP_AUTHORIZED_OPERATIONS)
+        self._loader = GroupLoader(state, self._rebalance, self._membership.on_loaded, self._share.on_loaded)
+        self._admin = GroupAdmin(state, self._share.group_deleted)
 
     # ================================================================ groups
     def partition_for(self, group_id: str) -> int:
@@ -174,6 +194,8 @@ class GroupCoordinator:
             try:
                 if isinstance(group, ConsumerGroup):
                     self._membership.fire(kind, group, key, at, now)
+                elif isinstance(group, ShareGroup):
+                    self._share.fire(kind, group, key, at, now)
                 else:
                     self._rebalance.fire(kind, group, key, at, now)
             except Exception:  # a bug must not stop the other groups' timers
@@ -313,6 +335,52 @@ class GroupCoordinator:
         self._cg_describe(req, respond, authorized_operations)
         self.poll()
 
+    # ================================================================ share groups (KIP-932)
+    def share_group_heartbeat(self, req: Any, respond: Respond, *, client_id: str = "", client_host: str = "") -> None:
+        """ShareGroupHeartbeat v1: join (epoch 0), heartbeat, leave (-1). ``client_id`` and
+        ``client_host`` (Kafka's form, "/" + ip) are shown by ShareGroupDescribe."""
+        try:
+            self._sg_heartbeat(req, respond, client_id, client_host)
+        finally:
+            self.poll()
+
+    def share_group_describe(
+        self, req: Any, respond: Respond, authorized_operations: Callable[[str], int] | None = None
+    ) -> None:
+        """ShareGroupDescribe v1. GROUP_ID_NOT_FOUND for unknown groups and other types."""
+        self._sg_describe(req, respond, authorized_operations)
+        self.poll()
+
+    def share_assignment(self, group_id: str, member_id: str) -> SharePartitions | None:
+        """The share-partitions the member is assigned now (ShareFetch's check that a member
+        fetches what it may); None when the group or member is unknown here."""
+        group = self._state.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            return None
+        member = group.members.get(member_id)
+        return None if member is None else dict(member.assigned)
+
+    def share_partitions_initialized(self, group_id: str, partitions: SharePartitions) -> ErrorCode:
+        """The share coordinator initialised these share-partitions of the group (after
+        :meth:`ShareGroupHooks.initialize`): record it; the next heartbeat assigns them.
+        Answers the error of the write (NONE, NOT_COORDINATOR, GROUP_ID_NOT_FOUND, ...)."""
+        try:
+            err = self._state.group_error(group_id, allow_empty=False)
+            if err is not None:
+                return err
+            self._share.partitions_initialized(share_group_of(self._state.groups, group_id), partitions)
+            return ErrorCode.none
+        except KafkaError as exc:
+            return exc.error_code
+        finally:
+            self.poll()
+
+    def share_partitions_initialization_failed(self, group_id: str, partitions: SharePartitions) -> None:
+        """The share coordinator could not initialise these: the next heartbeat asks again."""
+        group = self._state.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            self._share.initialization_failed(group, partitions)
+
     # ================================================================ offsets
     def offset_commit(self, req: Any, respond: Respond) -> None:
         """OffsetCommit v2-9."""
@@ -371,12 +439,13 @@ class GroupCoordinator:
         self.poll()
 
     def list_groups(self, req: Any, respond: Respond) -> None:
-        """ListGroups v0-5 (states filter v4+, types filter v5: "classic" or "consumer")."""
+        """ListGroups v0-5 (states filter v4+, types filter v5: "classic", "consumer" or "share")."""
         self._admin.list_groups(req, respond)
         self.poll()
 
     def delete_groups(self, req: Any, respond: Respond) -> None:
-        """DeleteGroups v0-2: only Empty groups (classic or consumer); writes tombstones for
-        offsets and the group's records."""
+        """DeleteGroups v0-2: only Empty groups (classic, consumer or share); writes tombstones
+        for offsets and the group's records (a share group's state in ``__share_group_state``
+        goes through ShareGroupHooks.group_deleted)."""
         self._admin.delete_groups(req, respond)
         self.poll()

@@ -12,10 +12,11 @@ a later record of the same partition is (the log offset decides, as in Kafka), a
 drops them; those without a marker yet end up pending on their groups. A tombstone of an
 offset removes it from every open transaction too (Kafka's OffsetMetadataManager.replay).
 
-KIP-848 consumer-group records (key types 3-8) are replayed in log order into the loading
-partition's consumer groups by the same code that applies them live
-(coordinator/consumer/replay.py); at the end the groups get their offsets and their members'
-session (and revocation) timers, as Kafka's onLoaded.
+KIP-848 consumer-group records (key types 3-8) and KIP-932 share-group records (9-15) are
+replayed in log order into the loading partition's consumer and share groups by the same code
+that applies them live (coordinator/consumer/replay.py, coordinator/share/replay.py); at the
+end the groups get their offsets and their members' session (and revocation) timers, as
+Kafka's onLoaded.
 
 Groups that Krait's former placement wrote into another partition are replayed from there
 first (:meth:`GroupLoader.replay_legacy`) and moved when the load finishes
@@ -32,7 +33,7 @@ from typing import NamedTuple
 
 from coordinator.classic.rebalance import Rebalancer
 from coordinator.consumer.group import ConsumerGroup
-from coordinator.consumer.records import ConsumerGroupKey, decode_any_key, decode_record
+from coordinator.consumer.records import ConsumerGroupKey, decode_record
 from coordinator.consumer.replay import ReplayError, replay
 from coordinator.group import Group, GroupState, Member, TxnOffset
 from coordinator.placement import Relocation, legacy_partition
@@ -47,6 +48,10 @@ from coordinator.records import (
     replay_each,
 )
 from coordinator.relocation import LEGACY_SHIFT, LegacyGroups, attach_pending, relocate
+from coordinator.share import records as share_records
+from coordinator.share import replay as share_replay
+from coordinator.share.group import ShareGroup
+from coordinator.share.records import ShareGroupKey, decode_any_key
 from coordinator.state import CoordinatorState
 
 __all__ = ["GroupLoader", "LoadItem", "LoadState", "TxnMarker"]
@@ -82,6 +87,8 @@ class LoadState:
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     #: the consumer groups replayed so far (records applied in log order)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    #: the share groups replayed so far
+    share_groups: dict[str, ShareGroup] = field(default_factory=dict)
     skipped: int = 0
     #: records of other partitions' groups, written here by the former placement
     strays: int = 0
@@ -110,6 +117,8 @@ class _LoadingGroups:
         if group is None:
             if self._st.groups.get(group_id) is not None:
                 raise ReplayError(f"group {group_id} is a classic group")
+            if group_id in self._st.share_groups:
+                raise ReplayError(f"group {group_id} is a share group")
             group = self._st.consumer_groups[group_id] = ConsumerGroup(group_id, self._partition)
         return group
 
@@ -117,19 +126,44 @@ class _LoadingGroups:
         self._st.consumer_groups.pop(group_id, None)
 
 
+class _LoadingShareGroups:
+    """A loading partition's share groups, as share-group replay sees them."""
+
+    def __init__(self, st: LoadState, partition: int) -> None:
+        self._st = st
+        self._partition = partition
+
+    def get(self, group_id: str) -> ShareGroup | None:
+        return self._st.share_groups.get(group_id)
+
+    def create(self, group_id: str) -> ShareGroup:
+        group = self._st.share_groups.get(group_id)
+        if group is None:
+            if self._st.groups.get(group_id) is not None or group_id in self._st.consumer_groups:
+                raise ReplayError(f"group {group_id} is not a share group")
+            group = self._st.share_groups[group_id] = ShareGroup(group_id, self._partition)
+        return group
+
+    def remove(self, group_id: str) -> None:
+        self._st.share_groups.pop(group_id, None)
+
+
 class GroupLoader:
     """Replays ``__consumer_offsets`` partitions into the groups of ``state``.
-    ``consumer_group_loaded(group)`` runs for every consumer group loaded (its timers)."""
+    ``consumer_group_loaded(group)`` runs for every consumer group loaded (its timers), and
+    ``share_group_loaded(group)`` for every share group."""
 
     def __init__(
         self,
         state: CoordinatorState,
         rebalancer: Rebalancer,
         consumer_group_loaded: Callable[[ConsumerGroup], None] | None = None,
+        share_group_loaded: Callable[[ShareGroup], None] | None = None,
     ) -> None:
         self._state = state
         self._rebalance = rebalancer
         self._consumer_group_loaded = consumer_group_loaded
+        self._share_group_loaded = share_group_loaded
 
     def start(self, partitions: Iterable[int]) -> None:
         for p in partitions:
@@ -196,11 +230,13 @@ class GroupLoader:
         self._apply_record(partition, st, offset, k, value, producer_id)
 
     def _apply_record(
-        self, partition: int, st: LoadState, offset: int, k: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey,
-        value: bytes | None, producer_id: int,
+        self, partition: int, st: LoadState, offset: int,
+        k: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey, value: bytes | None, producer_id: int,
     ) -> None:
         if isinstance(k, ConsumerGroupKey):
             replay(_LoadingGroups(st, partition), decode_record(k, value))
+        elif isinstance(k, ShareGroupKey):
+            share_replay.replay(_LoadingShareGroups(st, partition), share_records.decode_record(k, value))
         elif isinstance(k, OffsetCommitKey):
             okey = (k.group, k.topic, k.partition)
             if value is None:
@@ -220,8 +256,8 @@ class GroupLoader:
                 st.positions[okey] = offset
         else:
             assert isinstance(k, GroupMetadataKey)
-            if value is not None and k.group in st.consumer_groups:
-                raise RecordDecodeError(f"group {k.group!r} is a consumer group")
+            if value is not None and (k.group in st.consumer_groups or k.group in st.share_groups):
+                raise RecordDecodeError(f"group {k.group!r} is not a classic group")
             st.groups[k.group] = None if value is None else decode_group_metadata_value(value)
             if value is None:
                 # the group was deleted (DeleteGroups): its open transactions no longer keep
@@ -268,6 +304,8 @@ class GroupLoader:
                 groups[gid] = self._group_from_record(gid, partition, value)
         for gid, cgroup in st.consumer_groups.items():
             groups[gid] = cgroup
+        for gid, sgroup in st.share_groups.items():
+            groups[gid] = sgroup
         for (gid, topic, p), ov in st.offsets.items():
             if ov is None:
                 continue
@@ -292,6 +330,9 @@ class GroupLoader:
         if self._consumer_group_loaded is not None:
             for cgroup in st.consumer_groups.values():
                 self._consumer_group_loaded(cgroup)
+        if self._share_group_loaded is not None:
+            for sgroup in st.share_groups.values():
+                self._share_group_loaded(sgroup)
         log.info(
             "__consumer_offsets-%d loaded: %d groups, %d records skipped, %d of other partitions' groups",
             partition,

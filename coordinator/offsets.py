@@ -42,6 +42,7 @@ from coordinator.records import (
     encode_offset_commit_value,
 )
 from coordinator.responses import ms, response_for, version_of
+from coordinator.share.group import ShareGroup
 from coordinator.state import AnyGroup, CoordinatorState, Record, Respond, reply, storage_error
 
 __all__ = ["Offsets"]
@@ -117,6 +118,8 @@ class Offsets:
                 # A generation for a group we do not know: an old generation, reject.
                 return fail(E.illegal_generation)
             group = state.new_group(req.group_id)  # a group that only stores offsets
+        if isinstance(group, ShareGroup):
+            return fail(E.group_id_not_found)  # share groups keep no offsets here
         if isinstance(group, ConsumerGroup):
             err = group.offset_commit_error(member_id, generation, transactional=False, version=version_of(req))
             if err is not None:
@@ -228,6 +231,8 @@ class Offsets:
         if err is not None:
             return err, []
         group = self._state.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            return E.group_id_not_found, []
         if isinstance(group, ConsumerGroup):
             err = group.offset_fetch_error(*member)
             if err is not None:
@@ -264,7 +269,7 @@ class Offsets:
         if err is not None:
             return group_error(err)
         group = state.groups.get(req.group_id)
-        if group is None or group.state.value == _S.DEAD.value:
+        if group is None or group.state.value == _S.DEAD.value or isinstance(group, ShareGroup):
             return group_error(E.group_id_not_found)
         requested = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
         if isinstance(group, ConsumerGroup):
@@ -345,6 +350,8 @@ class Offsets:
                     out.append(k)
             return out
 
+        if isinstance(group, ShareGroup):
+            return  # no offsets here: a share group's progress is in __share_group_state
         pending = group.has_pending_offsets()
         if isinstance(group, ConsumerGroup):
             return self._expire_consumer_group(group, expired(lambda v: v.commit_timestamp, group.subscribed_topics()))

@@ -20,6 +20,7 @@ from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from coordinator.group import Group, GroupBase, GroupState
 from coordinator.placement import java_string_hash, partition_for_key
 from coordinator.records import OffsetCommitValue
+from coordinator.share.group import ShareGroup, ShareGroupState
 from coordinator.timers import TimerQueue
 from coordinator.writes import UncommittedWrites
 
@@ -42,9 +43,10 @@ log = logging.getLogger(__name__)
 
 Respond = Callable[[Any], None]
 Record = tuple[bytes, bytes | None]
-#: a group of either type: classic (coordinator/group.py) or KIP-848 consumer
-#: (coordinator/consumer/group.py); one id names one group, of one type
-AnyGroup = Group | ConsumerGroup
+#: a group of any type: classic (coordinator/group.py), KIP-848 consumer
+#: (coordinator/consumer/group.py) or KIP-932 share (coordinator/share/group.py); one id
+#: names one group, of one type
+AnyGroup = Group | ConsumerGroup | ShareGroup
 
 E = ErrorCode
 
@@ -173,6 +175,8 @@ class CoordinatorState:
         """The group is gone (deleted, or emptied of members and offsets): Dead, forgotten."""
         if isinstance(group, ConsumerGroup):
             group.state = ConsumerGroupState.DEAD
+        elif isinstance(group, ShareGroup):
+            group.state = ShareGroupState.DEAD
         else:
             group.transition(GroupState.DEAD, self.clock())
             group.pending_members.clear()

@@ -38,6 +38,7 @@ from coordinator.group import GroupState, TxnOffset
 from coordinator.placement import legacy_partition
 from coordinator.records import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
 from coordinator.responses import response_for, version_of
+from coordinator.share.group import ShareGroup
 from coordinator.state import AnyGroup, CoordinatorState, Record, Respond, reply
 
 __all__ = ["TxnOffsets", "operation_error", "verification_error"]
@@ -190,6 +191,8 @@ class TxnOffsets:
         OffsetCommit, no member is needed when none is given, and the group's state (a
         rebalance in progress) does not matter. A consumer group checks the member's epoch
         (ConsumerGroup.validateOffsetCommit; a stale epoch is ILLEGAL_GENERATION here)."""
+        if isinstance(group, ShareGroup):
+            return E.group_id_not_found  # share groups keep no offsets here
         if isinstance(group, ConsumerGroup):
             err = group.offset_commit_error(member_id, generation, transactional=True, version=0)
             return E.illegal_generation if err == E.stale_member_epoch else err

@@ -10,6 +10,7 @@ from coordinator.classic.rebalance import Rebalancer
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import GroupState
 from coordinator.responses import response_for
+from coordinator.share.group import ShareGroup
 from coordinator.state import CoordinatorState, Respond, reply
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Heartbeat:
             return err
         group = self._state.groups.get(req.group_id)
         member_id: str = req.member_id
-        if group is None:
+        if group is None or isinstance(group, ShareGroup):  # a share group has no classic member
             return E.unknown_member_id
         if isinstance(group, ConsumerGroup):
             return self._consumer_groups.heartbeat(group, req)

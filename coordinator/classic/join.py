@@ -21,6 +21,7 @@ from coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from coordinator.consumer.records import encode_record, group_tombstones
 from coordinator.group import Group, GroupState, Member, Pending
 from coordinator.responses import ms, version_of
+from coordinator.share.group import ShareGroup
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ class JoinGroup:
             instance_id=getattr(req, "group_instance_id", None),
         )
         existing = state.groups.get(req.group_id)
+        if isinstance(existing, ShareGroup):
+            # Kafka's classicGroupJoin: a group of another type (a share group) is not joined
+            return reply(respond, join_response(req, E.inconsistent_group_protocol, ""))
         if isinstance(existing, ConsumerGroup):
             # Kafka's classicGroupJoinToConsumerGroup: a consumer group with members takes a
             # classic member in. An empty consumer group is deleted and becomes a classic group.
@@ -106,7 +110,7 @@ class JoinGroup:
             if err is not None:
                 return reply(respond, join_response(req, err, member_id))
         group = state.groups.get(req.group_id)
-        assert not isinstance(group, ConsumerGroup)
+        assert not isinstance(group, (ConsumerGroup, ShareGroup))
         if group is None:
             if not is_unknown:
                 return reply(respond, join_response(req, E.unknown_member_id, member_id))

@@ -11,6 +11,7 @@ from coordinator.classic.rebalance import Rebalancer
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState
 from coordinator.responses import response_for, version_of
+from coordinator.share.group import ShareGroup
 from coordinator.state import CoordinatorState, Respond, reply
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class LeaveGroup:
         group = self._state.groups.get(req.group_id) if top is None else None
         if top is None and isinstance(group, Group) and group.is_(_S.DEAD):
             top = E.coordinator_not_available
+        if top is None and isinstance(group, ShareGroup):
+            top = E.unknown_member_id  # Kafka's classicGroupLeave: not a classic or consumer group
         if top is None and isinstance(group, ConsumerGroup):
             # Kafka's classicGroupLeaveToConsumerGroup (static members answer with their id)
             top, answered = self._consumer_groups.leave(group, leaving)

@@ -17,6 +17,7 @@ from coordinator.classic.responses import sync_response
 from coordinator.consumer.group import ConsumerGroup
 from coordinator.group import Group, GroupState, Pending
 from coordinator.responses import response_for
+from coordinator.share.group import ShareGroup
 from coordinator.state import CoordinatorState, Respond, reply, storage_error
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class SyncGroup:
         if err is not None:
             return reply(respond, sync_response(req, err))
         group = state.groups.get(req.group_id)
+        if isinstance(group, ShareGroup):
+            # Kafka's classicGroupSync: a share group has no classic member
+            return reply(respond, sync_response(req, E.unknown_member_id))
         if isinstance(group, ConsumerGroup):
             # Kafka: UNKNOWN_MEMBER_ID for an empty group, else classicGroupSyncToConsumerGroup
             if group.is_empty():

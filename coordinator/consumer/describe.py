@@ -22,6 +22,7 @@ from coordinator.state import Respond, reply
 
 __all__ = [
     "ConsumerGroupDescribe", "GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED", "MEMBER_TYPE_CLASSIC", "MEMBER_TYPE_CONSUMER",
+    "described_topic_partitions",
 ]
 
 E = ErrorCode
@@ -99,13 +100,15 @@ class ConsumerGroupDescribe:
             "client_host": member.client_host,
             "subscribed_topic_names": sorted(member.subscribed_topic_names),
             "subscribed_topic_regex": member.subscribed_topic_regex,
-            "assignment": _topic_partitions(member.assigned, names),
-            "target_assignment": _topic_partitions(target, names),
+            "assignment": described_topic_partitions(member.assigned, names),
+            "target_assignment": described_topic_partitions(target, names),
             "member_type": MEMBER_TYPE_CLASSIC if member.uses_classic_protocol else MEMBER_TYPE_CONSUMER,
         }
 
 
-def _topic_partitions(assignment: Assignment, names: dict[Any, str]) -> dict[str, Any]:
+def described_topic_partitions(assignment: Assignment, names: dict[Any, str]) -> dict[str, Any]:
+    """An assignment as the describe APIs carry it: topic id, name and partitions (topics no
+    longer known left out)."""
     return {
         "topic_partitions": [
             {"topic_id": topic_id, "topic_name": names[topic_id], "partitions": sorted(ps)}

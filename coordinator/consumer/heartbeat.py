@@ -50,6 +50,7 @@ from coordinator.consumer.update import update_and_reconcile
 from coordinator.group import Group, GroupState
 from coordinator.records import encode_group_metadata_key
 from coordinator.responses import ms, response_for, version_of
+from coordinator.share.group import ShareGroup
 from coordinator.state import Record, Respond, reply
 from protocol.errors import KafkaError
 
@@ -215,6 +216,8 @@ class ConsumerGroupHeartbeat:
             raise KafkaError(E.group_id_not_found, f"Consumer group {group_id} not found.")
         if group is None:
             return ConsumerGroup(group_id, state.partition_for(group_id)), None
+        if isinstance(group, ShareGroup):
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group")
         if create and group.is_(GroupState.EMPTY) and not group.members:
             extra.append((encode_group_metadata_key(group_id), None))
             return ConsumerGroup(group_id, state.partition_for(group_id)), None

@@ -26,7 +26,7 @@ them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from coordinator.consumer.assignors.api import Assignment
@@ -79,6 +79,12 @@ __all__ = [
     "current_assignment_record",
     "current_assignment_tombstone",
     "group_tombstones",
+    "encode_group_key",
+    "read_common_value",
+    "read_strings",
+    "read_topic_partitions",
+    "write_common_value",
+    "write_topic_partitions",
 ]
 
 GROUP_METADATA = 3
@@ -240,20 +246,27 @@ def group_tombstones(group: ConsumerGroup, leaving: str | None = None, joining: 
 # --- encoding -----------------------------------------------------------------------------
 
 
-def _encode_key(key: ConsumerGroupKey) -> bytes:
-    if not GROUP_METADATA <= key.type <= CURRENT_MEMBER_ASSIGNMENT:
-        raise ValueError(f"no consumer-group record type {key.type}")
+def encode_group_key(key_type: int, group: str, member_id: str | None) -> bytes:
+    """A modern group's record key (never flexible): its type as the version, the group id
+    and, for the per-member types, the member id. Consumer and share groups alike."""
     w = _Writer(False)
-    w.i16(key.type)
-    w.string(key.group)
-    if key.type in _WITH_MEMBER:
-        if key.member_id is None:
-            raise ValueError(f"record type {key.type} needs a member id")
-        w.string(key.member_id)
+    w.i16(key_type)
+    w.string(group)
+    if member_id is not None:
+        w.string(member_id)
     return bytes(w.buf)
 
 
-def _write_topic_partitions(w: _Writer, assignment: Assignment) -> None:
+def _encode_key(key: ConsumerGroupKey) -> bytes:
+    if not GROUP_METADATA <= key.type <= CURRENT_MEMBER_ASSIGNMENT:
+        raise ValueError(f"no consumer-group record type {key.type}")
+    if key.type in _WITH_MEMBER and key.member_id is None:
+        raise ValueError(f"record type {key.type} needs a member id")
+    return encode_group_key(key.type, key.group, key.member_id if key.type in _WITH_MEMBER else None)
+
+
+def write_topic_partitions(w: _Writer, assignment: Assignment) -> None:
+    """A []TopicPartitions array (topic id, partitions, tags), in a stable order."""
     # Kafka writes a HashMap's order; sorted here so equal states give equal bytes.
     topics = sorted(assignment.items(), key=lambda kv: str(kv[0]))
     w.array_len(len(topics))
@@ -304,9 +317,11 @@ def _read_member_tags(r: RecordReader) -> ClassicMemberMetadata | None:
     return classic
 
 
-def _encode_value(value: Value) -> bytes:
-    w = _Writer(True)
-    w.i16(0)
+def write_common_value(w: _Writer, value: object) -> bool:
+    """The body of a value whose layout consumer and share groups share (the group epoch,
+    the target assignment epoch, the subscribed topics' metadata, a member's target
+    assignment: ShareGroup*Value repeats ConsumerGroup*Value field for field); False for
+    any other value."""
     if isinstance(value, GroupEpochValue):
         w.i32(value.epoch)
     elif isinstance(value, AssignmentEpochValue):
@@ -319,6 +334,40 @@ def _encode_value(value: Value) -> bytes:
             w.i32(t.num_partitions)
             w.array_len(0)  # PartitionMetadata (racks): unused since Kafka 4.0
             w.tags()
+    elif isinstance(value, TargetAssignmentValue):
+        write_topic_partitions(w, value.partitions)
+    else:
+        return False
+    return True
+
+
+def read_common_value(cls: type, r: RecordReader) -> Value:
+    """The body of a value of ``cls``, one of the layouts :func:`write_common_value` writes."""
+    if cls is GroupEpochValue:
+        return GroupEpochValue(r.i32())
+    if cls is AssignmentEpochValue:
+        return AssignmentEpochValue(r.i32())
+    if cls is TargetAssignmentValue:
+        return TargetAssignmentValue(read_topic_partitions(r))
+    if cls is PartitionMetadataValue:
+        topics = []
+        for _ in range(r.array_len()):
+            topic_id, name, n = r.uuid(), r.str_(), r.i32()
+            for _ in range(r.array_len()):  # PartitionMetadata: partition, racks
+                r.i32()
+                read_strings(r)
+                r.skip_tags()
+            r.skip_tags()
+            topics.append(TopicMetadata(topic_id, name, n))
+        return PartitionMetadataValue(tuple(topics))
+    raise TypeError(f"no common layout for {cls.__name__}")
+
+
+def _encode_value(value: Value) -> bytes:
+    w = _Writer(True)
+    w.i16(0)
+    if write_common_value(w, value):
+        pass
     elif isinstance(value, MemberMetadataValue):
         w.string(value.instance_id, nullable=True)
         w.string(value.rack_id, nullable=True)
@@ -333,14 +382,12 @@ def _encode_value(value: Value) -> bytes:
         if value.classic is not None:
             _write_classic_tag(w, value.classic)
             return bytes(w.buf)
-    elif isinstance(value, TargetAssignmentValue):
-        _write_topic_partitions(w, value.partitions)
     elif isinstance(value, CurrentAssignmentValue):
         w.i32(value.member_epoch)
         w.i32(value.previous_member_epoch)
         w.i8(value.state)
-        _write_topic_partitions(w, value.assigned)
-        _write_topic_partitions(w, value.pending_revocation)
+        write_topic_partitions(w, value.assigned)
+        write_topic_partitions(w, value.pending_revocation)
     else:
         raise TypeError(f"not a consumer-group record value: {value!r}")
     w.tags()
@@ -370,7 +417,8 @@ def decode_any_key(data: bytes | bytearray | memoryview | None) -> OffsetCommitK
     return ConsumerGroupKey(version, group, member_id)
 
 
-def _read_topic_partitions(r: RecordReader) -> Assignment:
+def read_topic_partitions(r: RecordReader) -> Assignment:
+    """A []TopicPartitions array as written by :func:`write_topic_partitions`."""
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -381,8 +429,17 @@ def _read_topic_partitions(r: RecordReader) -> Assignment:
     return out
 
 
-def _strings(r: RecordReader) -> Iterable[str]:
+def read_strings(r: RecordReader) -> list[str]:
+    """A []string array."""
     return [r.str_() for _ in range(r.array_len())]
+
+
+_COMMON: dict[int, type] = {
+    GROUP_METADATA: GroupEpochValue,
+    TARGET_ASSIGNMENT_METADATA: AssignmentEpochValue,
+    PARTITION_METADATA: PartitionMetadataValue,
+    TARGET_ASSIGNMENT_MEMBER: TargetAssignmentValue,
+}
 
 
 def _decode_value(key_type: int, data: bytes) -> Value:
@@ -392,28 +449,16 @@ def _decode_value(key_type: int, data: bytes) -> Value:
         raise UnknownRecordVersion(f"consumer-group value (type {key_type})", version)
     r.flexible = True
     value: Value
-    if key_type == GROUP_METADATA:
-        value = GroupEpochValue(r.i32())
-    elif key_type == TARGET_ASSIGNMENT_METADATA:
-        value = AssignmentEpochValue(r.i32())
-    elif key_type == PARTITION_METADATA:
-        topics = []
-        for _ in range(r.array_len()):
-            topic_id, name, n = r.uuid(), r.str_(), r.i32()
-            for _ in range(r.array_len()):  # PartitionMetadata: partition, racks
-                r.i32()
-                _strings(r)
-                r.skip_tags()
-            r.skip_tags()
-            topics.append(TopicMetadata(topic_id, name, n))
-        value = PartitionMetadataValue(tuple(topics))
+    common = _COMMON.get(key_type)
+    if common is not None:
+        value = read_common_value(common, r)
     elif key_type == MEMBER_METADATA:
         value = MemberMetadataValue(
             instance_id=r.string(nullable=True),
             rack_id=r.string(nullable=True),
             client_id=r.str_(),
             client_host=r.str_(),
-            subscribed_topic_names=tuple(_strings(r)),
+            subscribed_topic_names=tuple(read_strings(r)),
             subscribed_topic_regex=r.string(nullable=True),
             rebalance_timeout_ms=r.i32(),
             server_assignor=r.string(nullable=True),
@@ -421,15 +466,13 @@ def _decode_value(key_type: int, data: bytes) -> Value:
         value = replace(value, classic=_read_member_tags(r))
         r.end()
         return value
-    elif key_type == TARGET_ASSIGNMENT_MEMBER:
-        value = TargetAssignmentValue(_read_topic_partitions(r))
     elif key_type == CURRENT_MEMBER_ASSIGNMENT:
         value = CurrentAssignmentValue(
             member_epoch=r.i32(),
             previous_member_epoch=r.i32(),
             state=r.i8(),
-            assigned=_read_topic_partitions(r),
-            pending_revocation=_read_topic_partitions(r),
+            assigned=read_topic_partitions(r),
+            pending_revocation=read_topic_partitions(r),
         )
     else:
         raise UnknownRecordVersion("consumer-group key", key_type)
