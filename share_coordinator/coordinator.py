@@ -46,7 +46,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -114,6 +114,14 @@ class Result:
             outcomes = [Outcome.failed(o.topic_id, o.partition, failed[o.write_id])
                         if o.write_id in failed else o for o in outcomes]
         return build_response(self.api, self.version, outcomes)
+
+
+class _Target(NamedTuple):
+    """A share-partition that passed the checks: its coordinator partition, key, state."""
+
+    ps: PartitionState
+    key: SharePartitionKey
+    cur: KeyState | None
 
 
 @dataclass(slots=True)
@@ -334,23 +342,35 @@ class ShareCoordinator:
         self._pending.setdefault(ps.partition, []).append(_Pending(write_id, undo, written))
         return Write(ps.partition, write_id, tuple(encoded))
 
-    def _route(self, group_id: str, topic_id: uuid.UUID | None, partition: int
-               ) -> tuple[PartitionState | None, Outcome | None]:
-        """The partition state serving a share-partition, or the answer when none does."""
+    def _check(self, group_id: str, topic_id: uuid.UUID | None, p: Any, *, uninitialized: str | None = None,
+               fence_leader: bool = False, fence_state: bool = False) -> _Target | Outcome:
+        """Where a share-partition's state lives, or the error it answers, checked in
+        Kafka's order: the coordinator partition (runtime), then the shard's checks: the
+        partition index, no state (``uninitialized`` is the message; None: allowed), a
+        leader or state epoch older than one seen (-1: not given, never fenced), and last
+        whether the topic partition exists."""
         if topic_id is None:
-            return None, Outcome.failed(topic_id, partition, ErrorCode.invalid_request, NULL_TOPIC_ID)
-        p = self.partition_for(group_id, topic_id, partition)
-        ps = self._partitions.get(p)
-        if ps is not None:
-            return ps, None
-        if self._loader.is_loading(p):
-            return None, Outcome.failed(topic_id, partition, ErrorCode.coordinator_load_in_progress)
-        return None, Outcome.failed(topic_id, partition, ErrorCode.not_coordinator)
-
-    def _unknown(self, topic_id: uuid.UUID, partition: int) -> Outcome | None:
-        if self._partition_exists is not None and not self._partition_exists(topic_id, partition):
-            return Outcome.failed(topic_id, partition, ErrorCode.unknown_topic_or_partition)
-        return None
+            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NULL_TOPIC_ID)
+        coordinator_partition = self.partition_for(group_id, topic_id, p.partition)
+        ps = self._partitions.get(coordinator_partition)
+        if ps is None:
+            if self._loader.is_loading(coordinator_partition):
+                return Outcome.failed(topic_id, p.partition, ErrorCode.coordinator_load_in_progress)
+            return Outcome.failed(topic_id, p.partition, ErrorCode.not_coordinator)
+        if p.partition < 0:
+            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID)
+        key = SharePartitionKey(group_id, topic_id, p.partition)
+        cur = ps.keys.get(key)
+        if cur is None and uninitialized is not None:
+            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, uninitialized)
+        if cur is not None:
+            if fence_leader and p.leader_epoch != -1 and cur.leader_epoch > p.leader_epoch:
+                return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_leader_epoch)
+            if fence_state and p.state_epoch != -1 and cur.state_epoch > p.state_epoch:
+                return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_state_epoch)
+        if self._partition_exists is not None and not self._partition_exists(topic_id, p.partition):
+            return Outcome.failed(topic_id, p.partition, ErrorCode.unknown_topic_or_partition)
+        return _Target(ps, key, cur)
 
     def _state_record(self, key: SharePartitionKey, cur: KeyState, leader_epoch: int, state_epoch: int,
                       start_offset: int, delivery_complete_count: int, batches: tuple[StateBatch, ...]
@@ -383,22 +403,13 @@ class ShareCoordinator:
 
     # --- one share-partition each ----------------------------------------------------
     def _initialize_one(self, group_id: str, topic_id: uuid.UUID | None, p: Any) -> tuple[Outcome, list]:
-        ps, err = self._route(group_id, topic_id, p.partition)
-        if err is not None:
-            return err, []
-        assert ps is not None and topic_id is not None
-        if p.partition < 0:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID), []
-        key = SharePartitionKey(group_id, topic_id, p.partition)
-        cur = ps.keys.get(key)
-        if p.state_epoch != -1 and cur is not None and cur.state_epoch > p.state_epoch:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_state_epoch), []
-        if (unknown := self._unknown(topic_id, p.partition)) is not None:
-            return unknown, []
+        t = self._check(group_id, topic_id, p, fence_state=True)
+        if isinstance(t, Outcome):
+            return t, []
         # A fresh start: nothing of the previous state is merged in.
         now = self._clock()
         value = ShareSnapshotValue(
-            snapshot_epoch=0 if cur is None else cur.offset.snapshot_epoch + 1,
+            snapshot_epoch=0 if t.cur is None else t.cur.offset.snapshot_epoch + 1,
             state_epoch=p.state_epoch,
             leader_epoch=UNINITIALIZED_EPOCH,
             start_offset=p.start_offset,
@@ -408,87 +419,54 @@ class ShareCoordinator:
             # starts counting completed deliveries from there.
             delivery_complete_count=NO_DELIVERY_COMPLETE_COUNT if p.start_offset == UNINITIALIZED_START_OFFSET else 0,
         )
-        return Outcome(topic_id, p.partition), [(SHARE_SNAPSHOT_RECORD_TYPE, key, value)]
+        return Outcome(topic_id, p.partition), [(SHARE_SNAPSHOT_RECORD_TYPE, t.key, value)]
 
     def _read_one(self, group_id: str, topic_id: uuid.UUID | None, p: Any) -> tuple[Outcome, list]:
-        ps, err = self._route(group_id, topic_id, p.partition)
-        if err is not None:
-            return err, []
-        assert ps is not None and topic_id is not None
-        if p.partition < 0:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID), []
-        key = SharePartitionKey(group_id, topic_id, p.partition)
-        cur = ps.keys.get(key)
-        if cur is None:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request,
-                                  READ_UNINITIALIZED_SHARE_PARTITION), []
-        if p.leader_epoch != -1 and cur.leader_epoch > p.leader_epoch:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_leader_epoch), []
-        if (unknown := self._unknown(topic_id, p.partition)) is not None:
-            return unknown, []
-        o = cur.offset
+        t = self._check(group_id, topic_id, p, uninitialized=READ_UNINITIALIZED_SHARE_PARTITION, fence_leader=True)
+        if isinstance(t, Outcome):
+            return t, []
+        assert t.cur is not None
+        o = t.cur.offset
         outcome = Outcome(topic_id, p.partition, fields={
             "state_epoch": o.state_epoch, "start_offset": o.start_offset, "state_batches": o.state_batches})
-        if p.leader_epoch == -1 or cur.leader_epoch == p.leader_epoch:
+        if p.leader_epoch == -1 or t.cur.leader_epoch == p.leader_epoch:
             return outcome, []
-        log.info("share-partition %s: leader epoch %d recorded by a read", key.coordinator_key, p.leader_epoch)
-        return outcome, [self._state_record(key, cur, p.leader_epoch, o.state_epoch, o.start_offset,
+        # A new leader's first read: record its epoch, which fences the old leader's writes.
+        log.info("share-partition %s: leader epoch %d recorded by a read", t.key.coordinator_key, p.leader_epoch)
+        return outcome, [self._state_record(t.key, t.cur, p.leader_epoch, o.state_epoch, o.start_offset,
                                             NO_DELIVERY_COMPLETE_COUNT, ())]
 
     def _write_one(self, group_id: str, topic_id: uuid.UUID | None, p: Any) -> tuple[Outcome, list]:
-        ps, err = self._route(group_id, topic_id, p.partition)
-        if err is not None:
-            return err, []
-        assert ps is not None and topic_id is not None
-        if p.partition < 0:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID), []
-        key = SharePartitionKey(group_id, topic_id, p.partition)
-        cur = ps.keys.get(key)
-        if cur is None:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request,
-                                  WRITE_UNINITIALIZED_SHARE_PARTITION), []
-        if p.leader_epoch != -1 and cur.leader_epoch > p.leader_epoch:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_leader_epoch), []
-        if p.state_epoch != -1 and cur.state_epoch > p.state_epoch:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.fenced_state_epoch), []
-        if (unknown := self._unknown(topic_id, p.partition)) is not None:
-            return unknown, []
+        t = self._check(group_id, topic_id, p, uninitialized=WRITE_UNINITIALIZED_SHARE_PARTITION,
+                        fence_leader=True, fence_state=True)
+        if isinstance(t, Outcome):
+            return t, []
+        assert t.cur is not None
         batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                         for b in p.state_batches)
         dcc = getattr(p, "delivery_complete_count", NO_DELIVERY_COMPLETE_COUNT)  # v1+ (KIP-1226)
         return Outcome(topic_id, p.partition), [
-            self._state_record(key, cur, p.leader_epoch, p.state_epoch, p.start_offset, dcc, batches)]
+            self._state_record(t.key, t.cur, p.leader_epoch, p.state_epoch, p.start_offset, dcc, batches)]
 
     def _delete_one(self, group_id: str, topic_id: uuid.UUID | None, p: Any) -> tuple[Outcome, list]:
-        ps, err = self._route(group_id, topic_id, p.partition)
-        if err is not None:
-            return err, []
-        assert ps is not None and topic_id is not None
-        if p.partition < 0:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID), []
-        if (unknown := self._unknown(topic_id, p.partition)) is not None:
-            return unknown, []
-        key = SharePartitionKey(group_id, topic_id, p.partition)
-        if key not in ps.keys:
-            return Outcome(topic_id, p.partition), []  # nothing to delete
-        return Outcome(topic_id, p.partition), [(SHARE_SNAPSHOT_RECORD_TYPE, key, None)]
+        t = self._check(group_id, topic_id, p)
+        if isinstance(t, Outcome):
+            return t, []
+        if t.cur is None:
+            return Outcome(topic_id, p.partition), []  # nothing to delete, nothing written
+        return Outcome(topic_id, p.partition), [(SHARE_SNAPSHOT_RECORD_TYPE, t.key, None)]
 
     def _summary_one(self, group_id: str, topic_id: uuid.UUID | None, p: Any) -> tuple[Outcome, list]:
-        ps, err = self._route(group_id, topic_id, p.partition)
-        if err is not None:
-            return err, []
-        assert ps is not None and topic_id is not None
-        if p.partition < 0:
-            return Outcome.failed(topic_id, p.partition, ErrorCode.invalid_request, NEGATIVE_PARTITION_ID), []
-        if (unknown := self._unknown(topic_id, p.partition)) is not None:
-            return unknown, []
-        cur = ps.keys.get(SharePartitionKey(group_id, topic_id, p.partition))
-        if cur is None:
+        t = self._check(group_id, topic_id, p)
+        if isinstance(t, Outcome):
+            return t, []
+        if t.cur is None:
+            # PartitionFactory's defaults for a share-partition with no state.
             fields = {"state_epoch": DEFAULT_STATE_EPOCH, "leader_epoch": DEFAULT_LEADER_EPOCH,
                       "start_offset": UNINITIALIZED_START_OFFSET,
                       "delivery_complete_count": NO_DELIVERY_COMPLETE_COUNT}
         else:
-            o = cur.offset
+            o = t.cur.offset
             fields = {"state_epoch": o.state_epoch, "leader_epoch": o.leader_epoch,
                       "start_offset": o.start_offset, "delivery_complete_count": o.delivery_complete_count}
         return Outcome(topic_id, p.partition, fields=fields), []

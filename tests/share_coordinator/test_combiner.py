@@ -3,6 +3,8 @@ offset, overlaps resolved by delivery priority, adjacent equal batches joined.""
 
 from __future__ import annotations
 
+import random
+
 from share_coordinator.combiner import combine_state_batches
 from share_coordinator.records import StateBatch as B
 
@@ -60,3 +62,37 @@ def test_non_sequential_updates_keep_untouched_batches():
 def test_lower_priority_batch_inside_a_higher_one_is_swallowed():
     assert combine_state_batches((B(0, 20, ARCHIVED, 5),), (B(5, 6, AVAILABLE, 1), B(25, 26, AVAILABLE, 1)), -1) == (
         B(0, 20, ARCHIVED, 5), B(25, 26, AVAILABLE, 1))
+
+
+def _by_definition(batches, start):
+    """Per offset, the covering batch of highest (count, state); then runs of equal batches."""
+    best = {}
+    for b in batches:
+        for off in range(max(b.first_offset, start if start != -1 else b.first_offset), b.last_offset + 1):
+            cur = best.get(off)
+            if cur is None or (b.delivery_count, b.delivery_state) > cur:
+                best[off] = (b.delivery_count, b.delivery_state)
+    out = []
+    for off in sorted(best):
+        count, state = best[off]
+        if out and out[-1].last_offset + 1 == off and (out[-1].delivery_count, out[-1].delivery_state) == (count, state):
+            out[-1] = B(out[-1].first_offset, off, state, count)
+        else:
+            out.append(B(off, off, state, count))
+    return tuple(out)
+
+
+def test_random_inputs_match_the_definition():
+
+    rng = random.Random(932)
+    for _ in range(500):
+        batches = []
+        for _ in range(rng.randint(0, 6)):
+            first = rng.randint(0, 40)
+            batches.append(B(first, first + rng.randint(0, 12), rng.choice((0, 2, 4)), rng.randint(0, 3)))
+        cut = rng.randint(0, len(batches))
+        start = rng.choice((-1, rng.randint(0, 30)))
+        expected = _by_definition(batches, start)
+        got = combine_state_batches(batches[:cut], batches[cut:], start)
+        if len(batches) >= 2 or start != -1:
+            assert got == expected, (batches, start)
