@@ -71,6 +71,8 @@ class ApiKey:
     DESCRIBE_TOPIC_PARTITIONS = 75
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class ApiRange:
     # (older librdkafka disables compression otherwise); requests below `min_served`
     # are refused at request time.
     min_served: int | None = None
+    #: False: served but left out of ApiVersions (an API a client must not discover yet)
+    advertised: bool = True
 
     @property
     def served_from(self) -> int:

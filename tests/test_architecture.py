@@ -262,8 +262,11 @@ def test_api_versions_is_derived_from_the_handlers(broker):
     with WireClient("127.0.0.1", broker.port, timeout=10, negotiate=False) as c:
         resp = c.request(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    declared = {k: (r.min_version, r.max_version) for k, r in apis.SUPPORTED.items()}
-    assert advertised == declared and set(advertised) == set(HANDLERS)
+    declared = {k: (r.min_version, r.max_version) for k, r in apis.SUPPORTED.items() if r.advertised}
+    hidden = {k for k, r in apis.SUPPORTED.items() if not r.advertised}
+    assert advertised == declared and set(advertised) | hidden == set(HANDLERS)
+    # share groups are served but kept out of ApiVersions until ShareFetch exists (issue 25)
+    assert hidden <= {ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE}
 
 
 @pytest.mark.parametrize("key", sorted(apis.SUPPORTED))

@@ -24,17 +24,20 @@ from protocol import apis
 HANDLERS: dict[int, Callable[..., Any]] = {}
 
 
-def handles(api_key: int, *, versions: tuple[int, int], advertised_from: int | None = None) -> Callable:
+def handles(
+    api_key: int, *, versions: tuple[int, int], advertised_from: int | None = None, advertised: bool = True
+) -> Callable:
     """Register the decorated function as the handler of ``api_key`` for ``versions``
     (inclusive). ``advertised_from`` advertises older versions that are answered with an
     error rather than served (Kafka advertises Produce from v0: older librdkafka turns
-    compression off otherwise)."""
+    compression off otherwise). ``advertised=False`` serves the API without listing it in
+    ApiVersions (clients that do not know it is there do not use it)."""
     lo, hi = versions
 
     def register(fn: Callable) -> Callable:
         HANDLERS[api_key] = fn
         apis.register(apis.ApiRange(api_key, lo if advertised_from is None else advertised_from, hi,
-                                    min_served=None if advertised_from is None else lo))
+                                    min_served=None if advertised_from is None else lo, advertised=advertised))
         return fn
 
     return register

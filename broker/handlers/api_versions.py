@@ -19,8 +19,11 @@ if TYPE_CHECKING:
 
 
 def _api_keys() -> list[dict]:
+    # in key order, as Kafka lists them; APIs registered with advertised=False are served but
+    # not listed: ShareGroupHeartbeat/ShareGroupDescribe until ShareFetch exists (share groups,
+    # issue 25), since a 4.2 client that sees ShareGroupHeartbeat would use share groups
     return [dict(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
-            for _, r in sorted(apis.SUPPORTED.items())]  # in key order, as Kafka lists them
+            for _, r in sorted(apis.SUPPORTED.items()) if r.advertised]
 
 
 @cache

@@ -21,11 +21,19 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from coordinator.responses import response_for
 from protocol.error_messages import MESSAGES
 from protocol.errors import ErrorCode
 
 from .acls import CLUSTER_NAME
-from .operations import NOT_REQUESTED, SUPPORTED_OPERATIONS, AclOperation, ResourceType, to_bit_field
+from .operations import (
+    NOT_REQUESTED,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    authorized_operations,
+    to_bit_field,
+)
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -132,6 +140,24 @@ def then(result: Any, fn: Callable[[Any], Any]) -> Any:
         return fn(await result)
 
     return later()
+
+
+def describe_groups_authorized(broker: Broker, ctx: RequestContext, req: Any, describe: Callable[..., Any],
+                               call: Callable[..., Any]) -> Any:
+    """The modern groups' describe APIs (ConsumerGroupDescribe, ShareGroupDescribe): DESCRIBE
+    on each of ``req.group_ids``, Kafka's order (the groups denied first, with
+    GROUP_AUTHORIZATION_FAILED), the allowed ones described by ``call(describe, req,
+    authorized_operations=...)`` with the caller's operations on each."""
+    if broker.authorizer is None:
+        return call(describe, req, authorized_operations=lambda _group: authorized_operations(ResourceType.GROUP))
+    allowed = authorized_names(broker, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_ids)
+    denied = [dict(group_id=g, error_code=ErrorCode.group_authorization_failed, error_message=None, group_state="",
+                   group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
+              for g in req.group_ids if g not in allowed]
+    result = call(describe, replace(req, group_ids=tuple(g for g in req.group_ids if g in allowed)),
+                  authorized_operations=lambda group: authorized_operations_bits(broker, ctx, ResourceType.GROUP, group))
+
+    return then(result, lambda resp: response_for(req, groups=denied + list(resp.groups)))
 
 
 def replace(obj: Any, **changes: Any) -> Any:
