@@ -54,19 +54,19 @@ from coordinator.share.group import ShareGroup
 from coordinator.state import Record, Respond, reply
 from protocol.errors import KafkaError
 
-__all__ = ["ConsumerGroupHeartbeat", "consumer_group_of"]
+__all__ = ["ConsumerGroupHeartbeat", "blank", "consumer_group_of", "invalid"]
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
 
 
-def _blank(value: str | None) -> bool:
+def blank(value: str | None) -> bool:
     """Kafka's throwIfEmptyString test: non-null and empty once trimmed (Java's trim())."""
     return value is not None and not value.strip("".join(map(chr, range(33))))
 
 
-def _invalid(message: str) -> KafkaError:
+def invalid(message: str) -> KafkaError:
     return KafkaError(E.invalid_request, message)
 
 
@@ -136,26 +136,26 @@ class ConsumerGroupHeartbeat:
         client's from v1)."""
         epoch: int = req.member_epoch
         if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if _blank(req.member_id):
-                raise _invalid("MemberId can't be empty.")
-        if _blank(req.group_id):
-            raise _invalid("GroupId can't be empty.")
-        if _blank(req.instance_id):
-            raise _invalid("InstanceId can't be empty.")
-        if _blank(req.rack_id):
-            raise _invalid("RackId can't be empty.")
+            if blank(req.member_id):
+                raise invalid("MemberId can't be empty.")
+        if blank(req.group_id):
+            raise invalid("GroupId can't be empty.")
+        if blank(req.instance_id):
+            raise invalid("InstanceId can't be empty.")
+        if blank(req.rack_id):
+            raise invalid("RackId can't be empty.")
         if epoch == 0:
             if ms(req.rebalance_timeout) == -1:
-                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if req.topic_partitions is None or req.topic_partitions:
-                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and getattr(req, "subscribed_topic_regex", None) is None:
-                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if req.instance_id is None:
-                raise _invalid("InstanceId can't be null.")
+                raise invalid("InstanceId can't be null.")
         elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _invalid("MemberEpoch is invalid.")
+            raise invalid("MemberEpoch is invalid.")
         assignor = req.server_assignor
         if assignor is not None and assignor not in self._m.assignors:
             raise KafkaError(

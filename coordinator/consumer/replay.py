@@ -37,7 +37,7 @@ from coordinator.consumer.records import (
     TargetAssignmentValue,
 )
 
-__all__ = ["GroupSource", "ReplayError", "replay"]
+__all__ = ["GroupSource", "ReplayError", "replay", "value_as"]
 
 
 class ReplayError(ValueError):
@@ -78,7 +78,7 @@ def replay(groups: GroupSource, record: CGRecord) -> None:
     mid = key.member_id or ""
     if key.type == PARTITION_METADATA:
         group.set_subscription_metadata(
-            {} if value is None else {t.name: t for t in _as(value, PartitionMetadataValue).topics}
+            {} if value is None else {t.name: t for t in value_as(value, PartitionMetadataValue).topics}
         )
     elif key.type == TARGET_ASSIGNMENT_METADATA:
         if value is None:
@@ -86,12 +86,12 @@ def replay(groups: GroupSource, record: CGRecord) -> None:
                 raise ReplayError(f"group {gid}: target assignment epoch deleted with members still assigned")
             group.set_assignment_epoch(-1)
         else:
-            group.set_assignment_epoch(_as(value, AssignmentEpochValue).assignment_epoch)
+            group.set_assignment_epoch(value_as(value, AssignmentEpochValue).assignment_epoch)
     elif key.type == TARGET_ASSIGNMENT_MEMBER:
         if value is None:
             group.remove_target(mid)
         else:
-            group.update_target(mid, _as(value, TargetAssignmentValue).partitions)
+            group.update_target(mid, value_as(value, TargetAssignmentValue).partitions)
     elif key.type == MEMBER_METADATA:
         _member_metadata(group, mid, value)
     elif key.type == CURRENT_MEMBER_ASSIGNMENT:
@@ -103,7 +103,8 @@ def replay(groups: GroupSource, record: CGRecord) -> None:
 _T = TypeVar("_T")
 
 
-def _as(value: object, cls: type[_T]) -> _T:
+def value_as(value: object, cls: type[_T]) -> _T:
+    """``value`` as a ``cls`` (a record value of the type its key says), else ReplayError."""
     if not isinstance(value, cls):
         raise ReplayError(f"expected {cls.__name__}, got {type(value).__name__}")
     return value
@@ -111,7 +112,7 @@ def _as(value: object, cls: type[_T]) -> _T:
 
 def _group_metadata(groups: GroupSource, gid: str, value: object | None) -> None:
     if value is not None:
-        groups.create(gid).set_group_epoch(_as(value, GroupEpochValue).epoch)
+        groups.create(gid).set_group_epoch(value_as(value, GroupEpochValue).epoch)
         return
     group = groups.get(gid)
     if group is None:
@@ -136,7 +137,7 @@ def _member_metadata(group: ConsumerGroup, mid: str, value: object | None) -> No
             raise ReplayError(f"group {group.group_id}: member {mid} deleted before its target assignment")
         group.remove_member(mid)
         return
-    v = _as(value, MemberMetadataValue)
+    v = value_as(value, MemberMetadataValue)
     old = group.members.get(mid) or ConsumerGroupMember(mid)
     group.update_member(
         replace(
@@ -169,7 +170,7 @@ def _current_assignment(group: ConsumerGroup, mid: str, value: object | None) ->
             )
         )
         return
-    v = _as(value, CurrentAssignmentValue)
+    v = value_as(value, CurrentAssignmentValue)
     old = group.members.get(mid) or ConsumerGroupMember(mid)
     group.update_member(
         replace(

@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.consumer.assignors.api import Assignment
 from coordinator.consumer.group import MemberState
+from coordinator.consumer.heartbeat import blank, invalid
 from coordinator.responses import response_for
 from coordinator.share.group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareGroupMember
 from coordinator.share.membership import ShareMembership
@@ -47,15 +48,6 @@ __all__ = ["ShareGroupHeartbeat", "share_group_of"]
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-
-
-def _blank(value: str | None) -> bool:
-    """Kafka's throwIfEmptyString test: non-null and empty once trimmed (Java's trim())."""
-    return value is not None and not value.strip("".join(map(chr, range(33))))
-
-
-def _invalid(message: str) -> KafkaError:
-    return KafkaError(E.invalid_request, message)
 
 
 def share_group_of(groups: dict[str, Any], group_id: str) -> ShareGroup:
@@ -104,17 +96,17 @@ class ShareGroupHeartbeat:
     @staticmethod
     def _validate(req: Any) -> None:
         """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid."""
-        if _blank(req.member_id) or req.member_id is None:
-            raise _invalid("MemberId can't be empty.")
-        if _blank(req.group_id):
-            raise _invalid("GroupId can't be empty.")
-        if _blank(req.rack_id):
-            raise _invalid("RackId can't be empty.")
+        if blank(req.member_id) or req.member_id is None:
+            raise invalid("MemberId can't be empty.")
+        if blank(req.group_id):
+            raise invalid("GroupId can't be empty.")
+        if blank(req.rack_id):
+            raise invalid("RackId can't be empty.")
         if req.member_epoch == 0:
             if not req.subscribed_topic_names:
-                raise _invalid("SubscribedTopicNames must be set in first request.")
+                raise invalid("SubscribedTopicNames must be set in first request.")
         elif req.member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
-            raise _invalid("MemberEpoch is invalid.")
+            raise invalid("MemberEpoch is invalid.")
 
     # ------------------------------------------------------------------ leaving
     def _leave(self, req: Any) -> Any:

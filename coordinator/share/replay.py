@@ -9,7 +9,7 @@ written is what is in memory.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from coordinator.consumer.group import MemberState, normalized
 from coordinator.consumer.records import (
@@ -18,7 +18,7 @@ from coordinator.consumer.records import (
     PartitionMetadataValue,
     TargetAssignmentValue,
 )
-from coordinator.consumer.replay import ReplayError
+from coordinator.consumer.replay import ReplayError, value_as
 from coordinator.share.group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareGroupMember
 from coordinator.share.records import (
     CURRENT_MEMBER_ASSIGNMENT,
@@ -54,15 +54,6 @@ class ShareGroupSource(Protocol):
         ...
 
 
-_T = TypeVar("_T")
-
-
-def _as(value: object, cls: type[_T]) -> _T:
-    if not isinstance(value, cls):
-        raise ReplayError(f"expected {cls.__name__}, got {type(value).__name__}")
-    return value
-
-
 def replay(groups: ShareGroupSource, record: SGRecord) -> None:
     """Apply one record. Raises ReplayError when it contradicts the state."""
     key, value = record
@@ -76,13 +67,13 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
     mid = key.member_id or ""
     if key.type == PARTITION_METADATA:
         group.set_subscription_metadata(
-            {} if value is None else {t.name: t for t in _as(value, PartitionMetadataValue).topics}
+            {} if value is None else {t.name: t for t in value_as(value, PartitionMetadataValue).topics}
         )
     elif key.type == STATE_PARTITION_METADATA:
         if value is None:
             group.set_state_partitions({}, {})
         else:
-            v = _as(value, StatePartitionMetadataValue)
+            v = value_as(value, StatePartitionMetadataValue)
             group.set_state_partitions(
                 {t: (name, frozenset(ps)) for t, name, ps in v.initialized}, dict(v.deleting)
             )
@@ -92,12 +83,12 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
                 raise ReplayError(f"group {gid}: target assignment epoch deleted with members still assigned")
             group.set_assignment_epoch(-1)
         else:
-            group.set_assignment_epoch(_as(value, AssignmentEpochValue).assignment_epoch)
+            group.set_assignment_epoch(value_as(value, AssignmentEpochValue).assignment_epoch)
     elif key.type == TARGET_ASSIGNMENT_MEMBER:
         if value is None:
             group.remove_target(mid)
         else:
-            group.update_target(mid, _as(value, TargetAssignmentValue).partitions)
+            group.update_target(mid, value_as(value, TargetAssignmentValue).partitions)
     elif key.type == MEMBER_METADATA:
         _member_metadata(group, mid, value)
     elif key.type == CURRENT_MEMBER_ASSIGNMENT:
@@ -108,7 +99,7 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
 
 def _group_metadata(groups: ShareGroupSource, gid: str, value: object | None) -> None:
     if value is not None:
-        groups.create(gid).set_group_epoch(_as(value, GroupEpochValue).epoch)
+        groups.create(gid).set_group_epoch(value_as(value, GroupEpochValue).epoch)
         return
     group = groups.get(gid)
     if group is None:
@@ -131,7 +122,7 @@ def _member_metadata(group: ShareGroup, mid: str, value: object | None) -> None:
             raise ReplayError(f"group {group.group_id}: member {mid} deleted before its target assignment")
         group.remove_member(mid)
         return
-    v = _as(value, ShareMemberMetadataValue)
+    v = value_as(value, ShareMemberMetadataValue)
     old = group.members.get(mid) or ShareGroupMember(mid)
     group.update_member(
         replace(
@@ -153,7 +144,7 @@ def _current_assignment(group: ShareGroup, mid: str, value: object | None) -> No
                         previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned={})
             )
         return
-    v = _as(value, ShareCurrentAssignmentValue)
+    v = value_as(value, ShareCurrentAssignmentValue)
     old = group.members.get(mid) or ShareGroupMember(mid)
     group.update_member(
         replace(
