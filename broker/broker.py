@@ -43,6 +43,8 @@ from .security.sasl import ScramCredential
 from .security.store import SecurityStore, entity_path
 from .security.zk_store import ZkSecurityStore
 from .server import start_listeners
+from .share.coordinator_driver import LocalPersister, ShareCoordinatorDriver
+from .share.service import ShareService
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
 from .txn_driver import TransactionDriver
@@ -90,6 +92,9 @@ class Broker:
         self.replication = None
         self.groups: CoordinatorDriver | None = None  # the group coordinator's driver, set at start()
         self.transactions: TransactionDriver | None = None  # the transaction coordinator's driver, at start()
+        #: the share coordinator's driver and the share-partitions' service (KIP-932), at start()
+        self.share_coordinator: ShareCoordinatorDriver | None = None
+        self.share: ShareService | None = None
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
         self._servers: list = []
@@ -147,6 +152,11 @@ class Broker:
         self.transactions = TransactionDriver(self)
         self.cluster.listeners.append(self.groups.follow_leadership)
         self.cluster.listeners.append(self.transactions.follow_leadership)
+        self.share_coordinator = ShareCoordinatorDriver(self)
+        self.share = ShareService(self, LocalPersister(self.share_coordinator))
+        self.cluster.listeners.append(self.share_coordinator.follow_leadership)
+        self.cluster.listeners.append(self.share.follow_leadership)
+        self.share.start()
         self._servers = await start_listeners(self)
         self.serving = True
         self._timers = [
@@ -293,6 +303,10 @@ class Broker:
             self.groups.stop()
         if self.transactions is not None:
             self.transactions.stop()
+        if self.share is not None:
+            await self.share.stop()
+        if self.share_coordinator is not None:
+            self.share_coordinator.stop()
         if self.logs is not None:
             self.logs.shutdown()
         if self.http is not None:

@@ -44,6 +44,7 @@ from .config import BrokerConfig
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .legacy_placement import LegacyPartitions
 from .replica.manager import ReplicaManager
+from .share.service import BrokerShareHooks
 from .topic_admin import TopicAdmin
 from .topics import INTERNAL_TOPICS, TopicRegistry
 
@@ -86,7 +87,8 @@ class CoordinatorDriver(CoordinatorShell):
         self._topic_map: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
         self.coordinator = GroupCoordinator(self.config, now_ms, self,
                                             partition_exists=lambda t, p: replicas.logs.get(t, p) is not None,
-                                            topics=self.topic_map)
+                                            topics=self.topic_map,
+                                            share_hooks=BrokerShareHooks(broker) if broker is not None else None)
         #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}

@@ -199,6 +199,9 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.broker.connections.discard(self)
+        if self.broker.share is not None:
+            # its share sessions end: their members' records go back to the group
+            self.broker.share.connection_closed(self)
         self._pending.clear()
         self._release_slot()
 

@@ -23,7 +23,7 @@ from storage.config import LogConfig
 from .config import TOPIC_DEFAULT_SOURCES, ConfigError, validate_dynamic_configs
 
 METADATA_FILE = "krait-metadata.json"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce requests may append
 #: to internal topics (KafkaApis' internalTopicsAllowed)
 ADMIN_CLIENT_ID = "__admin_client"

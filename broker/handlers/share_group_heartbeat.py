@@ -1,10 +1,7 @@
 """ShareGroupHeartbeat (key 76), v1: KIP-932 share groups. A member joins (epoch 0),
 heartbeats and leaves (epoch -1); the coordinator answers its member epoch, its assignment
 when it (re)joined or the assignment changed, and the heartbeat interval
-(coordinator/share/heartbeat.py). READ on the group, as Kafka checks.
-
-Served but not advertised in ApiVersions until ShareFetch exists (share groups, issue 25): a
-client that sees ShareGroupHeartbeat would try to use share groups."""
+(coordinator/share/heartbeat.py). READ on the group, as Kafka checks."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ if TYPE_CHECKING:
     from ..server import RequestContext
 
 
-@handles(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1), advertised=False)
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1))
 def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if broker.authorizer is not None and not access.authorize(broker, ctx, AclOperation.READ, ResourceType.GROUP,
                                                               req.group_id):

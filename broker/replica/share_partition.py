@@ -494,7 +494,9 @@ class SharePartition:
         try:
             for ab in batches:
                 if ab.last_offset < self.start_offset:
-                    continue  # already past the SPSO: nothing left to change
+                    # below the SPSO nothing is in flight any more: Kafka's "batch record
+                    # not found", whoever acknowledges it
+                    raise _invalid_state("acknowledged offsets are not in flight")
                 for b in self._ack_range(ab):
                     self._ack_batch(member_id, ab, b, now, pending, persist, renewed)
         except KafkaError:

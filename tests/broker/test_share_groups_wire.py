@@ -1,6 +1,7 @@
 """Share groups (KIP-932) over the wire against a broker process: ShareGroupHeartbeat
 (join, a second member, leave, errors), ShareGroupDescribe and ListGroups, as a 4.2 client
-sends them; and ApiVersions leaves both APIs out until ShareFetch exists (issue 25)."""
+sends them; ApiVersions lists them with ShareFetch and ShareAcknowledge; and the share
+session and acknowledgement errors of ShareFetch / ShareAcknowledge."""
 
 from __future__ import annotations
 
@@ -78,4 +79,59 @@ def test_share_group_over_the_wire(broker) -> None:
 
         versions = w.request(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
         keys = {k.api_key for k in versions.api_keys}
-        assert HB not in keys and DESCRIBE not in keys  # issue 25 turns them on with ShareFetch
+        assert {HB, DESCRIBE, 78, 79} <= keys  # with ShareFetch and ShareAcknowledge
+
+
+def _topic_id(w: WireClient, topic: str):
+    md = w.request(ApiKey.METADATA, 12, topics=[dict(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+                   include_topic_authorized_operations=False)
+    return md.topics[0].topic_id
+
+
+def _fetch(w: WireClient, group: str, member: str, epoch: int, topic_id, partitions, acks=None):
+    return w.request(ApiKey.SHARE_FETCH, 1, group_id=group, member_id=member, share_session_epoch=epoch,
+                     max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=100, batch_size=100,
+                     topics=[dict(topic_id=topic_id, partitions=[
+                         dict(partition_index=p, acknowledgement_batches=(acks or {}).get(p, [])) for p in partitions])],
+                     forgotten_topics_data=[])
+
+
+def test_share_fetch_and_acknowledge_refusals(broker) -> None:
+    with WireClient("127.0.0.1", broker.port, timeout=15, negotiate=False) as w:
+        topic = _topic(w, 1)
+        tid = _topic_id(w, topic)
+        r = w.request(ApiKey.PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[dict(
+            name=topic, partition_data=[dict(index=0, records=_records(5))])])
+        assert r.responses[0].partition_responses[0].error_code == E.none
+        group, member = f"sg-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+        # no session yet: an incremental epoch and a close are refused, nothing else happens
+        assert _fetch(w, group, member, 3, tid, [0]).error_code == E.share_session_not_found
+        assert _fetch(w, group, member, -1, tid, [0]).error_code == E.share_session_not_found
+        # acknowledgements cannot ride on the request that opens a session
+        ack = [dict(first_offset=0, last_offset=0, acknowledge_types=[1])]
+        assert _fetch(w, group, member, 0, tid, [0], {0: ack}).error_code == E.invalid_request
+        opened = _fetch(w, group, member, 0, tid, [0])
+        assert opened.error_code == E.none
+        # share.auto.offset.reset=latest: the five records before the group came are not given
+        assert [p.acquired_records for t in opened.responses for p in t.partitions] == [()]
+        assert _fetch(w, group, member, 7, tid, [0]).error_code == E.invalid_share_session_epoch
+        # acknowledging records nobody acquired: INVALID_RECORD_STATE for that partition
+        got = _fetch(w, group, member, 1, tid, [0], {0: ack})
+        assert got.error_code == E.none
+        assert got.responses[0].partitions[0].acknowledge_error_code == E.invalid_record_state
+        a = w.request(ApiKey.SHARE_ACKNOWLEDGE, 1, group_id=group, member_id=member, share_session_epoch=0,
+                      topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=ack)])])
+        assert a.error_code == E.invalid_share_session_epoch
+        a = w.request(ApiKey.SHARE_ACKNOWLEDGE, 1, group_id=group, member_id=member, share_session_epoch=2,
+                      topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=ack)])])
+        assert a.error_code == E.none
+        assert a.responses[0].partitions[0].error_code == E.invalid_record_state
+        closed = _fetch(w, group, member, -1, tid, [0])
+        assert closed.error_code == E.none
+        assert _fetch(w, group, member, 4, tid, [0]).error_code == E.share_session_not_found
+
+
+def _records(n: int) -> bytes:
+    from protocol.records import build_batch
+
+    return bytes(build_batch([(None, b"x%d" % i) for i in range(n)]))

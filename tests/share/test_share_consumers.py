@@ -1,0 +1,161 @@
+"""Share groups (KIP-932) with the Java client's KafkaShareConsumer, each member its own
+process: more members than partitions all receive records, every record is accepted
+exactly once, RELEASE redelivers with a higher delivery count, REJECT archives, the
+delivery limit archives, and a broker restart keeps what was acknowledged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.krait_harness import BrokerProcess, JavaProgram
+
+SOURCE = (Path(__file__).with_name("ShareWorker.java")).read_text()
+
+
+@pytest.fixture(scope="module")
+def worker_program(tmp_path_factory):
+    return JavaProgram(SOURCE, "ShareWorker", tmp_path_factory.mktemp("share-worker"))
+
+
+class Member:
+    """One KafkaShareConsumer process; ``records`` fills as it prints them."""
+
+    def __init__(self, program: JavaProgram, bootstrap: str, group: str, topic: str, mode: str = "explicit",
+                 idle_exit_ms: int = 4000, earliest: bool = True) -> None:
+        args = ["java", "-cp", program.classpath, program.class_name, bootstrap, group, topic, mode,
+                str(idle_exit_ms), *(["earliest"] if earliest else [])]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.records: list[dict] = []
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line == "READY":
+                self.ready.set()
+            elif line.startswith("{"):
+                self.records.append(json.loads(line))
+
+    def wait(self, timeout: float = 90) -> None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"share consumer still running after {timeout} s; it printed "
+                                 f"{len(self.records)} records") from None
+        self.thread.join(5)
+        assert self.proc.returncode == 0, self.proc.stderr.read()[-4000:] if self.proc.stderr else ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, v.encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def _topic(bootstrap: str, partitions: int) -> str:
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+@pytest.fixture
+def share_broker(tmp_path):
+    b = BrokerProcess(str(tmp_path / "logs")).start()
+    yield b
+    b.kill()
+
+
+def test_more_members_than_partitions_each_record_accepted_once(share_broker, worker_program):
+    topic = _topic(share_broker.bootstrap, 2)
+    values = [f"v-{i}" for i in range(300)]
+    members = [Member(worker_program, share_broker.bootstrap, "g1", topic) for _ in range(3)]
+    for m in members:
+        assert m.ready.wait(60)
+    time.sleep(5)  # all three join before the records come
+    producer = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        producer.produce(topic, v.encode(), partition=i % 2)
+        if i % 10 == 9:
+            producer.flush(30)
+            time.sleep(0.1)
+    assert producer.flush(30) == 0
+    for m in members:
+        m.wait()
+    got = [r for m in members for r in m.records]
+    accepted = Counter(r["v"] for r in got if r["a"] == "ACCEPT")
+    assert set(accepted) == set(values)
+    assert max(accepted.values()) == 1, [v for v, n in accepted.items() if n > 1][:10]
+    # three members share two partitions: at least two of them received records
+    assert sum(1 for m in members if m.records) >= 2
+    assert all(r["d"] == 1 for r in got)
+
+
+def test_release_redelivers_reject_archives_and_the_limit_archives(share_broker, worker_program):
+    topic = _topic(share_broker.bootstrap, 1)
+    # rel3: released at deliveries 1 and 2, accepted at 3; rej: rejected once, never again;
+    # rel9: released every time: archived after group.share.delivery.count.limit (5)
+    values = ["rel3:a", "rej:b", "rel9:c", "plain"]
+    _produce(share_broker.bootstrap, topic, values, 1)
+    m = Member(worker_program, share_broker.bootstrap, "g2", topic, idle_exit_ms=5000)
+    m.wait()
+    seen: dict[str, list[tuple[int, str]]] = {}
+    for r in m.records:
+        seen.setdefault(r["v"], []).append((r["d"], r["a"]))
+    assert seen["plain"] == [(1, "ACCEPT")]
+    assert seen["rej:b"] == [(1, "REJECT")]
+    assert seen["rel3:a"] == [(1, "RELEASE"), (2, "RELEASE"), (3, "ACCEPT")]
+    assert seen["rel9:c"] == [(d, "RELEASE") for d in range(1, 6)]
+
+
+def test_restart_keeps_acknowledged_records(share_broker, worker_program):
+    topic = _topic(share_broker.bootstrap, 1)
+    first = [f"a-{i}" for i in range(50)]
+    _produce(share_broker.bootstrap, topic, first, 1)
+    m = Member(worker_program, share_broker.bootstrap, "g3", topic)
+    m.wait()
+    assert sorted(r["v"] for r in m.records) == sorted(first)
+    share_broker.stop()
+    share_broker.start()
+    second = [f"b-{i}" for i in range(20)]
+    _produce(share_broker.bootstrap, topic, second, 1)
+    m = Member(worker_program, share_broker.bootstrap, "g3", topic)
+    m.wait()
+    # nothing accepted before the restart comes again
+    assert sorted(r["v"] for r in m.records) == sorted(second)
+
+
+def test_implicit_mode_accepts_what_poll_returned(share_broker, worker_program):
+    topic = _topic(share_broker.bootstrap, 2)
+    values = [f"i-{i}" for i in range(100)]
+    _produce(share_broker.bootstrap, topic, values, 2)
+    m = Member(worker_program, share_broker.bootstrap, "g4", topic, mode="implicit")
+    m.wait()
+    assert sorted(r["v"] for r in m.records) == sorted(values)
+    time.sleep(0.5)
+    m = Member(worker_program, share_broker.bootstrap, "g4", topic, mode="implicit", idle_exit_ms=3000)
+    # a second member finds nothing left: wait for it to start and give up
+    m.ready.wait(60)
+    time.sleep(6)
+    m.kill()
+    assert m.records == []
