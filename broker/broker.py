@@ -43,7 +43,7 @@ from .security.sasl import ScramCredential
 from .security.store import SecurityStore, entity_path
 from .security.zk_store import ZkSecurityStore
 from .server import start_listeners
-from .share.coordinator_driver import LocalPersister, ShareCoordinatorDriver
+from .share.coordinator_driver import ShareCoordinatorDriver, SharePersister
 from .share.service import ShareService
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
@@ -153,7 +153,7 @@ class Broker:
         self.cluster.listeners.append(self.groups.follow_leadership)
         self.cluster.listeners.append(self.transactions.follow_leadership)
         self.share_coordinator = ShareCoordinatorDriver(self)
-        self.share = ShareService(self, LocalPersister(self.share_coordinator))
+        self.share = ShareService(self, SharePersister(self.share_coordinator))
         self.cluster.listeners.append(self.share_coordinator.follow_leadership)
         self.cluster.listeners.append(self.share.follow_leadership)
         self.share.start()

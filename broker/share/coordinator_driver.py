@@ -9,29 +9,31 @@ when leadership moves (:meth:`ShareCoordinatorDriver.follow_leadership`), as the
 transaction drivers do. The five state APIs (InitializeShareGroupState,
 ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
 ReadShareGroupStateSummary) are served through :meth:`ShareCoordinatorDriver.handle`, by
-their handlers for other brokers and directly by this broker's share-partitions
-(:class:`LocalPersister`).
+their handlers for other brokers and directly by this broker's share-partitions;
+:class:`SharePersister` sends each call where its coordinator is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.delete_share_group_state.v0.request import DeleteShareGroupStateRequest
-from kio.schema.initialize_share_group_state.v0.request import InitializeShareGroupStateRequest
-from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest
-from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest
-
+from protocol import apis
+from protocol.apis import ApiKey
 from protocol.build import make
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import build_batch
 from share_coordinator import SHARE_GROUP_STATE_TOPIC, Result, ShareCoordinator, ShareCoordinatorConfig
+from share_coordinator.responses import Api, Outcome, build_response
 
+from ..cluster.broker_channel import BrokerChannel
 from ..coordinator_shell import CoordinatorShell, now_ms, read_partition
 from ..replica.share_state import PersistedBatch, StateWrite
+from ..security import access
+from ..security.operations import AclOperation
 from .service import PersistedState
 
 if TYPE_CHECKING:
@@ -123,6 +125,13 @@ class ShareCoordinatorDriver(CoordinatorShell):
         self.coordinator.committed(w.partition, w.write_id, res.base_offset)
         return ErrorCode.none
 
+    def op(self, api_key: int) -> Callable[[Any], Result]:
+        """The core's operation for a state API."""
+        c = self.coordinator
+        return {ApiKey.INITIALIZE_SHARE_GROUP_STATE: c.initialize_state, ApiKey.READ_SHARE_GROUP_STATE: c.read_state,
+                ApiKey.WRITE_SHARE_GROUP_STATE: c.write_state, ApiKey.DELETE_SHARE_GROUP_STATE: c.delete_state,
+                ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: c.read_state_summary}[api_key]
+
     async def handle(self, op: Callable[[Any], Result], request: Any) -> Any:
         """Run one state request through the core; the answer once its records are durable."""
         self.ensure_topic()
@@ -136,78 +145,119 @@ class ShareCoordinatorDriver(CoordinatorShell):
         return result.response(failed)
 
 
+_APIS = {ApiKey.INITIALIZE_SHARE_GROUP_STATE: Api.INITIALIZE, ApiKey.READ_SHARE_GROUP_STATE: Api.READ,
+         ApiKey.WRITE_SHARE_GROUP_STATE: Api.WRITE, ApiKey.DELETE_SHARE_GROUP_STATE: Api.DELETE,
+         ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: Api.SUMMARY}
+
+
+async def serve_state_request(broker: Broker, ctx: Any, api_key: int, req: Any) -> Any:
+    """A state API from another broker's share-partitions (Kafka's KafkaApis handlers):
+    CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every partition."""
+    if broker.authorizer is not None and not access.authorize_cluster(broker, ctx, AclOperation.CLUSTER_ACTION):
+        outcomes = [Outcome.failed(t.topic_id, p.partition, ErrorCode.cluster_authorization_failed)
+                    for t in req.topics for p in t.partitions]
+        return build_response(_APIS[api_key], ctx.version, outcomes)
+    driver = broker.share_coordinator
+    return await driver.handle(driver.op(api_key), req)
+
+
 def _error(code: int, message: str | None) -> KafkaError:
     return KafkaError(ErrorCode(code), message)
 
 
-class LocalPersister:
-    """This broker's share-partitions' persister when their share coordinator is this
-    broker (a single node always; in a cluster, when this broker leads the
-    __share_group_state partition of the key). Errors are KafkaErrors."""
+#: the versions this broker sends the state APIs at (Kafka 4.2's)
+_VERSIONS = {ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0, ApiKey.READ_SHARE_GROUP_STATE: 0,
+             ApiKey.WRITE_SHARE_GROUP_STATE: 1, ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+             ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 1}
+
+
+class SharePersister:
+    """Kafka's DefaultStatePersister: the share-partitions' state calls, sent to the share
+    coordinator of each key, the leader of its __share_group_state partition. When that is
+    this broker the driver answers at once; else the state API goes over a broker channel
+    (a NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE answer is retried a few times while
+    leadership settles, as Kafka's persister does). Errors are KafkaErrors."""
+
+    RETRIES = 10
+    BACKOFF_S = 0.2
 
     def __init__(self, driver: ShareCoordinatorDriver) -> None:
         self.driver = driver
+        broker = driver.broker
+        self._channel = BrokerChannel(broker.node_id, broker.cluster.endpoint_of,
+                                      security=broker.cluster.inter_broker_security)
 
-    def _coordinator_here(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
-        _p, leader = self.driver.coordinator_of(group_id, topic_id, partition)
-        if leader != self.driver.broker.node_id:
-            # TODO(issue 25): reach a share coordinator on another broker with the state APIs
-            raise KafkaError(ErrorCode.coordinator_not_available if leader < 0 else ErrorCode.not_coordinator,
-                             "The share coordinator of this share-partition is on another broker.")
-
-    @staticmethod
-    def _one(resp: Any) -> Any:
-        return resp.results[0].partitions[0]
-
-    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> PersistedState:
+    async def _call(self, api_key: int, group_id: str, topic_id: uuid.UUID, partition: int, fields: dict) -> Any:
+        """One share-partition's answer (a PartitionResult) to a state API; KafkaError with
+        its error code when it has one."""
         d = self.driver
         d.ensure_topic()
-        self._coordinator_here(group_id, topic_id, partition)
-        req = make(ReadShareGroupStateRequest, group_id=group_id, topics=[dict(
-            topic_id=topic_id, partitions=[dict(partition=partition, leader_epoch=leader_epoch)])])
-        r = self._one(await d.handle(d.coordinator.read_state, req))
-        if r.error_code == ErrorCode.invalid_request and d.coordinator.state(group_id, topic_id, partition) is None:
-            # never initialised: the group coordinator had not initialised it yet (or its
-            # initialisation was lost); a new share-partition starts from the reset policy
+        last: Any = None
+        for attempt in range(self.RETRIES):
+            _p, leader = d.coordinator_of(group_id, topic_id, partition)
+            version = _VERSIONS[api_key]
+            if leader == d.broker.node_id:
+                req = make(apis.request_type(api_key, version), **fields)
+                resp = await d.handle(d.op(api_key), req)
+            elif leader >= 0:
+                try:
+                    resp = await self._channel.request(leader, api_key, version, **fields)
+                except (ConnectionError, OSError, TimeoutError) as exc:
+                    log.info("share coordinator %d unreachable (%s): retrying", leader, exc)
+                    resp = None
+            else:
+                resp = None
+            if resp is not None:
+                last = resp.results[0].partitions[0]
+                if last.error_code == ErrorCode.none:
+                    return last
+                if last.error_code not in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                                           ErrorCode.coordinator_load_in_progress):
+                    raise _error(last.error_code, last.error_message)
+            await asyncio.sleep(self.BACKOFF_S * (attempt + 1))
+        if last is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "The share coordinator cannot be reached.")
+        raise _error(last.error_code, last.error_message)
+
+    @staticmethod
+    def _fields(group_id: str, topic_id: uuid.UUID, partition: dict) -> dict:
+        return dict(group_id=group_id, topics=[dict(topic_id=topic_id, partitions=[partition])])
+
+    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> PersistedState:
+        fields = self._fields(group_id, topic_id, dict(partition=partition, leader_epoch=leader_epoch))
+        try:
+            r = await self._call(ApiKey.READ_SHARE_GROUP_STATE, group_id, topic_id, partition, fields)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.invalid_request:
+                raise
+            # never initialised (the group coordinator had not, or its initialisation was
+            # lost): a new share-partition starts from the reset policy
             await self.initialize(group_id, topic_id, partition, state_epoch=0, start_offset=-1)
-            r = self._one(await d.handle(d.coordinator.read_state, req))
-        if r.error_code != ErrorCode.none:
-            raise _error(r.error_code, r.error_message)
+            r = await self._call(ApiKey.READ_SHARE_GROUP_STATE, group_id, topic_id, partition, fields)
         return PersistedState(r.state_epoch, r.start_offset, tuple(
             PersistedBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
             for b in r.state_batches))
 
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, *, state_epoch: int,
                          start_offset: int) -> None:
-        d = self.driver
-        self._coordinator_here(group_id, topic_id, partition)
-        req = make(InitializeShareGroupStateRequest, group_id=group_id, topics=[dict(
-            topic_id=topic_id, partitions=[dict(partition=partition, state_epoch=state_epoch,
-                                                start_offset=start_offset)])])
-        r = self._one(await d.handle(d.coordinator.initialize_state, req))
-        if r.error_code != ErrorCode.none:
-            raise _error(r.error_code, r.error_message)
+        await self._call(ApiKey.INITIALIZE_SHARE_GROUP_STATE, group_id, topic_id, partition, self._fields(
+            group_id, topic_id, dict(partition=partition, state_epoch=state_epoch, start_offset=start_offset)))
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, write: StateWrite) -> None:
-        d = self.driver
-        self._coordinator_here(group_id, topic_id, partition)
-        req = make(WriteShareGroupStateRequest, group_id=group_id, topics=[dict(
-            topic_id=topic_id, partitions=[dict(
+        await self._call(ApiKey.WRITE_SHARE_GROUP_STATE, group_id, topic_id, partition, self._fields(
+            group_id, topic_id, dict(
                 partition=partition, state_epoch=write.state_epoch, leader_epoch=write.leader_epoch,
                 start_offset=write.start_offset, delivery_complete_count=write.delivery_complete_count,
                 state_batches=[dict(first_offset=b.first_offset, last_offset=b.last_offset,
                                     delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                               for b in write.state_batches])])])
-        r = self._one(await d.handle(d.coordinator.write_state, req))
-        if r.error_code != ErrorCode.none:
-            raise _error(r.error_code, r.error_message)
+                               for b in write.state_batches])))
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Any:
+        """ReadShareGroupStateSummary's PartitionResult (start offset -1: no state yet)."""
+        return await self._call(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, group_id, topic_id, partition, self._fields(
+            group_id, topic_id, dict(partition=partition, leader_epoch=-1)))
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partitions: list[int]) -> None:
-        d = self.driver
-        req = make(DeleteShareGroupStateRequest, group_id=group_id, topics=[dict(
-            topic_id=topic_id, partitions=[dict(partition=p) for p in partitions])])
-        resp = await d.handle(d.coordinator.delete_state, req)
-        for t in resp.results:
-            for p in t.partitions:
-                if p.error_code != ErrorCode.none:
-                    raise _error(p.error_code, p.error_message)
+        for p in partitions:
+            await self._call(ApiKey.DELETE_SHARE_GROUP_STATE, group_id, topic_id, p,
+                             self._fields(group_id, topic_id, dict(partition=p)))
