@@ -2,6 +2,8 @@ import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
@@ -10,8 +12,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 // mode: explicit | implicit (share.acknowledgement.mode). In explicit mode a value is
 // acknowledged by the first rule whose prefix it starts with ("rel:" -> RELEASE,
 // "rej:" -> REJECT, "relN:" -> RELEASE until delivery N, then ACCEPT), else ACCEPT.
-// One JSON line per record received: {"p":partition,"o":offset,"v":value,"d":deliveryCount,"a":ack}
-// then commitSync() after each poll; "READY" once subscribed. Exits once idleExitMs passed
+// commitSync() after each poll, then one JSON line per record received:
+// {"p":partition,"o":offset,"v":value,"d":deliveryCount,"a":ack,"ok":acknowledgement confirmed}; "READY" once subscribed. Exits once idleExitMs passed
 // without a record (before the first one, 10 s more: the member may still be joining;
 // 0: never). "earliest" first sets the group config
 // share.auto.offset.reset=earliest with the admin client.
@@ -42,6 +44,8 @@ public class ShareWorker {
       boolean got = false;
       while (true) {
         ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(200));
+        List<String> lines = new ArrayList<>();
+        List<Integer> parts = new ArrayList<>();
         for (ConsumerRecord<String, String> r : recs) {
           short d = r.deliveryCount().orElse((short) -1);
           String ack = "ACCEPT";
@@ -55,15 +59,24 @@ public class ShareWorker {
             }
             c.acknowledge(r, AcknowledgeType.valueOf(ack));
           }
-          System.out.println("{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"v\":\"" + r.value()
-              + "\",\"d\":" + d + ",\"a\":\"" + ack + "\"}");
+          lines.add("{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"v\":\"" + r.value()
+              + "\",\"d\":" + d + ",\"a\":\"" + ack + "\"");
+          parts.add(r.partition());
         }
-        System.out.flush();
         if (!recs.isEmpty()) {
-          c.commitSync();
+          // "ok": whether the broker confirmed this record's acknowledgement (commitSync's
+          // answer for its partition)
+          Map<Integer, Boolean> ok = new HashMap<>();
+          for (Map.Entry<TopicIdPartition, Optional<KafkaException>> e : c.commitSync().entrySet())
+            ok.put(e.getKey().partition(), e.getValue().isEmpty());
+          for (int i = 0; i < lines.size(); i++)
+            System.out.println(lines.get(i) + ",\"ok\":" + ok.getOrDefault(parts.get(i), false) + "}");
           last = System.currentTimeMillis();
           got = true;
-        } else if (idleExit > 0 && System.currentTimeMillis() - last > (got ? idleExit : idleExit + 10000)) {
+        }
+        System.out.flush();
+        if (recs.isEmpty() && idleExit > 0
+            && System.currentTimeMillis() - last > (got ? idleExit : idleExit + 10000)) {
           break;
         }
       }

@@ -5,64 +5,16 @@ delivery limit archives, and a broker restart keeps what was acknowledged."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.krait_harness import BrokerProcess, JavaProgram
-
-SOURCE = (Path(__file__).with_name("ShareWorker.java")).read_text()
-
-
-@pytest.fixture(scope="module")
-def worker_program(tmp_path_factory):
-    return JavaProgram(SOURCE, "ShareWorker", tmp_path_factory.mktemp("share-worker"))
-
-
-class Member:
-    """One KafkaShareConsumer process; ``records`` fills as it prints them."""
-
-    def __init__(self, program: JavaProgram, bootstrap: str, group: str, topic: str, mode: str = "explicit",
-                 idle_exit_ms: int = 4000, earliest: bool = True) -> None:
-        args = ["java", "-cp", program.classpath, program.class_name, bootstrap, group, topic, mode,
-                str(idle_exit_ms), *(["earliest"] if earliest else [])]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.records: list[dict] = []
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.strip()
-            if line == "READY":
-                self.ready.set()
-            elif line.startswith("{"):
-                self.records.append(json.loads(line))
-
-    def wait(self, timeout: float = 90) -> None:
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"share consumer still running after {timeout} s; it printed "
-                                 f"{len(self.records)} records") from None
-        self.thread.join(5)
-        assert self.proc.returncode == 0, self.proc.stderr.read()[-4000:] if self.proc.stderr else ""
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+from tests.krait_harness import BrokerProcess
+from tests.share.share_members import Member
 
 
 def _produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
@@ -108,7 +60,7 @@ def test_more_members_than_partitions_each_record_accepted_once(share_broker, wo
     assert max(accepted.values()) == 1, [v for v, n in accepted.items() if n > 1][:10]
     # three members share two partitions: at least two of them received records
     assert sum(1 for m in members if m.records) >= 2
-    assert all(r["d"] == 1 for r in got)
+    assert all(r["d"] == 1 and r["ok"] for r in got)
 
 
 def test_release_redelivers_reject_archives_and_the_limit_archives(share_broker, worker_program):
