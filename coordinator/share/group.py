@@ -91,7 +91,9 @@ class ShareGroup(GroupBase):
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     #: topic name -> number of members subscribing to it
     subscribed_topic_names: Counter[str] = field(default_factory=Counter)
-    #: the subscribed topics that exist, by name (ShareGroupPartitionMetadata)
+    #: the subscribed topics that exist, by name: memory only since Kafka 4.2's layouts (which
+    #: keep a hash of it in ShareGroupMetadata), read from ShareGroupPartitionMetadata in
+    #: older logs
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
     #: share-partitions whose state ``__share_group_state`` holds, by topic id, with the
     #: topic's name (ShareGroupStatePartitionMetadata's InitializedTopics)
@@ -99,9 +101,9 @@ class ShareGroup(GroupBase):
     #: topics whose share-group state is being deleted (its DeletingTopics)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
     # --- soft state ----------------------------------------------------------------------
-    #: share-partitions asked to be initialised and not confirmed yet (Kafka 4.2 persists
-    #: them as InitializingTopics; the record layout Krait follows has no such field, so a
-    #: new coordinator asks again)
+    #: share-partitions asked to be initialised and not confirmed yet (written as
+    #: InitializingTopics with the next ShareGroupStatePartitionMetadata record, never read
+    #: back: a new coordinator asks again)
     initializing: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     #: member id -> when its session expires; and the deadline of its queued timer entry
     session_deadlines: dict[str, int] = field(default_factory=dict)

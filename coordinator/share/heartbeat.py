@@ -38,7 +38,6 @@ from coordinator.share.records import (
     current_assignment_record,
     group_epoch_record,
     member_subscription_record,
-    subscription_metadata_record,
 )
 from coordinator.state import Respond, reply
 from protocol.errors import KafkaError
@@ -184,8 +183,7 @@ class ShareGroupHeartbeat:
                 bump = True
         metadata = m.metadata(group.computed_subscriptions(member, updated))
         if metadata != group.subscription_metadata:
-            bump = True
-            records.append(subscription_metadata_record(gid, metadata))
+            bump = True  # Kafka 4.2: the metadata hash changed (no record of its own)
         new_partitions = m.uninitialized(group, metadata)
         assignable = group.assignable()
         to_initialize = {}
@@ -219,6 +217,7 @@ class ShareGroupHeartbeat:
 
         m.write(group, records)
         live = m.live.get(gid) or group
+        live.set_subscription_metadata(metadata)
         m.schedule_session(live, mid)
         m.request_initialization(live, to_initialize)
         changed = reconciled.assigned != member.assigned

@@ -40,7 +40,6 @@ from coordinator.share.records import (
     group_epoch_record,
     remove_member_records,
     state_partition_metadata_record,
-    subscription_metadata_record,
     target_assignment_record,
 )
 from coordinator.share.replay import replay
@@ -197,19 +196,20 @@ class ShareMembership:
 
     # ------------------------------------------------------------------ fencing
     def fence_records(self, group: ShareGroup, member: ShareGroupMember) -> list[SGRecord]:
-        """Kafka's shareGroupFenceMember: remove the member, update the subscription metadata
-        without it, bump the group epoch."""
+        """Kafka's shareGroupFenceMember: remove the member and bump the group epoch (the
+        subscription metadata without it is the group's memory only, as Kafka 4.2 keeps its
+        hash in the epoch record)."""
         gid = group.group_id
         records = remove_member_records(gid, member.member_id)
-        metadata = self.metadata(group.computed_subscriptions(member, None))
-        if metadata != group.subscription_metadata:
-            records.append(subscription_metadata_record(gid, metadata))
         records.append(group_epoch_record(gid, group.group_epoch + 1))
         return records
 
     def fence(self, group: ShareGroup, member: ShareGroupMember) -> None:
         """Fence the member now (raises KafkaError if the records cannot be written)."""
         self.write(group, self.fence_records(group, member))
+        live = self.live.get(group.group_id)
+        if live is not None:
+            live.set_subscription_metadata(self.metadata(live.subscribed_topic_names))
         group.session_deadlines.pop(member.member_id, None)
         self._call("member_left", group.group_id, member.member_id)
 
@@ -234,7 +234,13 @@ class ShareMembership:
         for t, ps in partitions.items():
             name, have = initialized.get(t, (names.get(t, ""), frozenset()))
             initialized[t] = (name or names.get(t, ""), have | ps)
-        record = state_partition_metadata_record(group.group_id, initialized, group.deleting)
+        # still asked for and not initialised: Kafka's InitializingTopics
+        initializing = {
+            t: (names.get(t, ""), rest)
+            for t, ps in group.initializing.items()
+            if (rest := ps - initialized.get(t, ("", frozenset()))[1])
+        }
+        record = state_partition_metadata_record(group.group_id, initialized, group.deleting, initializing)
         return record, {t: ps for t, (_, ps) in initialized.items()}
 
     def partitions_initialized(self, group: ShareGroup, partitions: SharePartitions) -> None:

@@ -1,28 +1,81 @@
-"""The KIP-932 share-group records of ``__consumer_offsets``, written by hand from the JSON
-specs Krait follows (``kafka-message-specs/group-coordinator/ShareGroup*Key.json`` /
-``*Value.json``) with the reader, writer and common layouts of
-coordinator/consumer/records.py, and the record builders of Kafka's
-GroupCoordinatorRecordHelpers (newShareGroup*Record).
+"""The KIP-932 share-group records of ``__consumer_offsets`` in Kafka 4.2's byte layouts,
+written by hand (with the reader, writer and common layouts of
+coordinator/consumer/records.py) from apache/kafka's
+``group-coordinator/src/main/resources/common/message/ShareGroup*.json`` and the record
+builders of Kafka's GroupCoordinatorRecordHelpers (newShareGroup*Record).
 
-The key's version is the record type:
+The key's version is the record type (the JSON's ``apiKey``; the keys are
+``coordinator-key`` messages of version 0 whose bytes are unchanged since 4.0). Every value
+is version 0 and flexible; none has a tagged field (we write an empty tag section and skip
+any we read):
 
 ====  ========================================  =========================================
 type  key (fields; never flexible)              value (version 0, flexible)
 ====  ========================================  =========================================
 9     ShareGroupPartitionMetadataKey (group)    the subscribed topics (id, name, partitions)
 10    ShareGroupMemberMetadataKey (+member)     rack, client id and host, subscribed topics
-11    ShareGroupMetadataKey (group)             the group epoch
+11    ShareGroupMetadataKey (group)             the group epoch, MetadataHash (int64)
 12    ShareGroupTargetAssignmentMetadataKey     the target assignment epoch
 13    ShareGroupTargetAssignmentMemberKey       one member's target partitions
 14    ShareGroupCurrentMemberAssignmentKey      the member's epochs, state and partitions
-15    ShareGroupStatePartitionMetadataKey       initialised share-partitions, topics deleting
+15    ShareGroupStatePartitionMetadataKey       InitializingTopics, InitializedTopics,
+                                                DeletingTopics
 ====  ========================================  =========================================
 
-Types 9, 11, 12 and 13 have the layouts of consumer-group types 4, 3, 6 and 7 field for
-field (the same value classes serve both). Kafka 4.2's own files have moved on from the specs
-above (ShareGroupMetadataValue gained MetadataHash and type 9 is no longer written;
-ShareGroupStatePartitionMetadataValue gained InitializingTopics): a value with fields past
-those of the specs fails to decode here and is skipped by the loader, as any malformed record.
+Types 9, 12 and 13 have the layouts of consumer-group types 4, 6 and 7 field for field (the
+same value classes serve both).
+
+Where each layout was taken from (apache/kafka, as stored in the reference index, compared
+field by field: names, types, versions, nullability, flexibleVersions, no tagged fields, no
+defaults that change the bytes):
+
+* ShareGroupMetadataValue: 31f85dd07b1f8031e75f0030ea85510be4e715f0 — Epoch int32,
+  MetadataHash int64 (both "0+"). The older specs (and Krait before this layout) had Epoch
+  alone.
+* ShareGroupStatePartitionMetadataValue: InitializingTopics []TopicPartitionsInfo, then
+  InitializedTopics, then DeletingTopics []TopicInfo; TopicPartitionsInfo = TopicId uuid,
+  TopicName string, Partitions []int32; TopicInfo = TopicId, TopicName. Kafka 4.2's
+  GroupMetadataManager.replay (0013464cf112f01678cefa691f73b466e7ed7010) reads exactly these
+  three lists, and tools' ShareGroupMessageFormatterTest
+  (b94e3073681512b7a1fc6ee6da6ef5ffd53fe26b) prints exactly those fields. One stored version
+  (25002b6a64b07c60e5777685732620ad6df6bbd5) also has a CreateTimestamp int64 in
+  TopicPartitionsInfo; the replay above stamps InitializingTopics with the replay time
+  instead, and the formatter (which prints every non-tagged field) shows none, so that
+  version is taken not to be 4.2's and Krait neither writes nor reads it.
+* ShareGroupMemberMetadataValue: 2831e7d2f163ace271cbd7acf09a13b1c3b8e0db — RackId nullable
+  string, ClientId, ClientHost, SubscribedTopicNames []string: unchanged.
+* ShareGroupCurrentMemberAssignmentValue: d2cdfb4559370b476c79e822f64c4ed3180ef626 —
+  MemberEpoch, PreviousMemberEpoch int32, State int8, AssignedPartitions []TopicPartitions
+  (TopicId, Partitions): unchanged.
+* ShareGroupTargetAssignmentMemberValue: b835c1f5a3891d7b4d7e603248dba8266a98d564, and
+  ShareGroupTargetAssignmentMetadataValue: 0c808e912de8a4da8a468bb5254b04fa96739739 —
+  unchanged.
+* ShareGroupPartitionMetadataValue: b091e287e82407780c72c00b0f4b1527d9fc6e0e — unchanged,
+  but Kafka 4.2 no longer writes type 9 (its subscription metadata became MetadataHash, as
+  KIP-1101 did for consumer groups); 4.2 still knows the type and reads it. Krait no longer
+  writes it either, reads it from older logs and deletes it with its group.
+* Keys: ShareGroupMemberMetadataKey 69cb4d8d15d413dc4c1641d7003584f5112d5a0b,
+  ShareGroupStatePartitionMetadataKey 0c808e912de8a4da8a468bb5254b04fa96739739 (GroupId,
+  and MemberId for types 10, 13, 14): unchanged bytes.
+
+MetadataHash: Kafka computes it (Utils.computeGroupHash over computeTopicHash of each
+subscribed topic: XXH3-64 of the topic id, name, partition count and partitions' racks) and
+only ever compares it with the hash it computes from its own metadata image; a difference
+bumps the group epoch once and recomputes the target assignment. Krait writes 0 (Kafka's
+own value for a group subscribed to nothing): Python has no XXH3 here to match Kafka's
+value bit for bit, and 0 costs a Kafka coordinator taking over a Krait log one epoch bump
+(the hash it then writes is read back and ignored by Krait). Krait itself keeps the
+subscribed topics' metadata in memory only: after a load the first heartbeat finds it
+changed and bumps the epoch once, as Kafka does on reading 0.
+
+Older logs: the values Krait wrote before these layouts (ShareGroupMetadataValue with the
+epoch alone, ShareGroupStatePartitionMetadataValue without InitializingTopics) are also
+version 0, so the decoder tries the 4.2 layout and then the old one. Old bytes never parse as
+the new layout: an old ShareGroupMetadataValue is too short for MetadataHash, and in an old
+ShareGroupStatePartitionMetadataValue (read as the new one: its InitializedTopics as
+InitializingTopics, its DeletingTopics as InitializedTopics) the empty tag section of a
+DeletingTopics entry lands where a Partitions array starts, or the value's final empty tag
+section where the DeletingTopics array starts, and reads as a null array, which is refused.
 """
 
 from __future__ import annotations
@@ -36,7 +89,6 @@ from coordinator.consumer.group import TopicMetadata, normalized
 from coordinator.consumer.records import (
     AssignmentEpochValue,
     ConsumerGroupKey,
-    GroupEpochValue,
     PartitionMetadataValue,
     TargetAssignmentValue,
     encode_group_key,
@@ -52,6 +104,7 @@ from coordinator.consumer.records import (
 from coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
+    RecordDecodeError,
     RecordReader,
     UnknownRecordVersion,
     _Writer,
@@ -60,6 +113,7 @@ from coordinator.share.group import ShareGroup, ShareGroupMember
 
 __all__ = [
     "ShareGroupKey",
+    "ShareGroupMetadataValue",
     "ShareMemberMetadataValue",
     "ShareCurrentAssignmentValue",
     "StatePartitionMetadataValue",
@@ -100,7 +154,6 @@ _WITH_MEMBER = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEM
 #: the types whose values have a consumer-group record's layout
 _COMMON: dict[int, type] = {
     PARTITION_METADATA: PartitionMetadataValue,
-    GROUP_METADATA: GroupEpochValue,
     TARGET_ASSIGNMENT_METADATA: AssignmentEpochValue,
     TARGET_ASSIGNMENT_MEMBER: TargetAssignmentValue,
 }
@@ -113,6 +166,15 @@ class ShareGroupKey:
     type: int
     group: str
     member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    """ShareGroupMetadataValue (type 11): the group epoch and, since Kafka 4.1, MetadataHash."""
+
+    epoch: int
+    #: Kafka's hash of the subscribed topics' metadata; Krait writes 0 (see the module docstring)
+    metadata_hash: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +199,14 @@ class StatePartitionMetadataValue:
     initialized: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
     #: (topic id, topic name) whose share-group state is being deleted
     deleting: tuple[tuple[uuid.UUID, str], ...] = ()
+    #: (topic id, topic name, partitions) whose share-group state is being initialised
+    #: (InitializingTopics, Kafka 4.1+); first in the bytes, last here so that older callers
+    #: building the value by position keep working
+    initializing: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...] = ()
 
 
 Value = (
-    GroupEpochValue | PartitionMetadataValue | ShareMemberMetadataValue | AssignmentEpochValue
+    ShareGroupMetadataValue | PartitionMetadataValue | ShareMemberMetadataValue | AssignmentEpochValue
     | TargetAssignmentValue | ShareCurrentAssignmentValue | StatePartitionMetadataValue
 )
 #: a record as the coordinator builds and replays it; value None is a tombstone
@@ -150,11 +216,13 @@ SGRecord = tuple[ShareGroupKey, Value | None]
 # --- builders (Kafka's GroupCoordinatorRecordHelpers) -------------------------------------
 
 
-def group_epoch_record(group_id: str, epoch: int) -> SGRecord:
-    return ShareGroupKey(GROUP_METADATA, group_id), GroupEpochValue(epoch)
+def group_epoch_record(group_id: str, epoch: int, metadata_hash: int = 0) -> SGRecord:
+    return ShareGroupKey(GROUP_METADATA, group_id), ShareGroupMetadataValue(epoch, metadata_hash)
 
 
 def subscription_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> SGRecord:
+    """A ShareGroupPartitionMetadata record (type 9): what Kafka 4.0 and Krait before the 4.2
+    layouts wrote. Nothing writes it any more; kept to build old logs in tests."""
     topics = tuple(metadata[name] for name in sorted(metadata))
     return ShareGroupKey(PARTITION_METADATA, group_id), PartitionMetadataValue(topics)
 
@@ -199,17 +267,24 @@ def current_assignment_tombstone(group_id: str, member_id: str) -> SGRecord:
     return ShareGroupKey(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
 
 
+def _topic_partitions(
+    topics: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
+) -> tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]:
+    return tuple((t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(topics.items(), key=lambda kv: str(kv[0])) if ps)
+
+
 def state_partition_metadata_record(
     group_id: str,
     initialized: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
     deleting: Mapping[uuid.UUID, str],
+    initializing: Mapping[uuid.UUID, tuple[str, frozenset[int]]] | None = None,
 ) -> SGRecord:
+    """Kafka's newShareGroupStatePartitionMetadataRecord: the share-partitions being
+    initialised, those initialised, the topics being deleted."""
     value = StatePartitionMetadataValue(
-        initialized=tuple(
-            (t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(initialized.items(), key=lambda kv: str(kv[0]))
-            if ps
-        ),
+        initialized=_topic_partitions(initialized),
         deleting=tuple((t, name) for t, name in sorted(deleting.items(), key=lambda kv: str(kv[0]))),
+        initializing=_topic_partitions(initializing or {}),
     )
     return ShareGroupKey(STATE_PARTITION_METADATA, group_id), value
 
@@ -225,8 +300,11 @@ def remove_member_records(group_id: str, member_id: str) -> list[SGRecord]:
 
 def group_tombstones(group: ShareGroup) -> list[SGRecord]:
     """Kafka's ShareGroup.createGroupTombstoneRecords: every record of the group, deleted, in
-    the order replay needs (members' assignments, targets, target epoch, members, metadata,
-    state partitions, epoch last)."""
+    the order replay needs (members' assignments, targets, target epoch, members, state
+    partitions, epoch last). Kafka 4.2 writes no ShareGroupPartitionMetadata tombstone (it
+    writes no such record); Krait still deletes it, as a log written before the 4.2 layouts
+    may hold one and its value would bring the group back on the next load (a tombstone of
+    a key Kafka knows and finds no group for is ignored by Kafka's replay)."""
     gid = group.group_id
     records = [current_assignment_tombstone(gid, mid) for mid in group.members]
     records += [target_assignment_tombstone(gid, mid) for mid in group.members]
@@ -254,6 +332,9 @@ def _encode_value(value: Value) -> bytes:
     w.i16(0)
     if write_common_value(w, value):
         pass
+    elif isinstance(value, ShareGroupMetadataValue):
+        w.i32(value.epoch)
+        w.i64(value.metadata_hash)
     elif isinstance(value, ShareMemberMetadataValue):
         w.string(value.rack_id, nullable=True)
         w.string(value.client_id)
@@ -267,14 +348,8 @@ def _encode_value(value: Value) -> bytes:
         w.i8(value.state)
         write_topic_partitions(w, value.assigned)
     elif isinstance(value, StatePartitionMetadataValue):
-        w.array_len(len(value.initialized))
-        for topic_id, name, partitions in value.initialized:
-            w.uuid(topic_id)
-            w.string(name)
-            w.array_len(len(partitions))
-            for p in partitions:
-                w.i32(p)
-            w.tags()
+        _write_topic_partitions_info(w, value.initializing)
+        _write_topic_partitions_info(w, value.initialized)
         w.array_len(len(value.deleting))
         for topic_id, name in value.deleting:
             w.uuid(topic_id)
@@ -284,6 +359,18 @@ def _encode_value(value: Value) -> bytes:
         raise TypeError(f"not a share-group record value: {value!r}")
     w.tags()
     return bytes(w.buf)
+
+
+def _write_topic_partitions_info(w: _Writer, topics: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]) -> None:
+    """A []TopicPartitionsInfo array: topic id, name, partitions, tags."""
+    w.array_len(len(topics))
+    for topic_id, name, partitions in topics:
+        w.uuid(topic_id)
+        w.string(name)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.i32(p)
+        w.tags()
 
 
 def encode_record(record: SGRecord) -> tuple[bytes, bytes | None]:
@@ -311,12 +398,42 @@ def decode_any_key(
     return ShareGroupKey(version, group, member_id)
 
 
-def _decode_value(key_type: int, data: bytes) -> Value:
-    r = RecordReader(data)
-    version = r.i16()
-    if version != 0:
-        raise UnknownRecordVersion(f"share-group value (type {key_type})", version)
-    r.flexible = True
+def _read_topic_partitions_info(r: RecordReader) -> tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id, name = r.uuid(), r.str_()
+        partitions = tuple(r.i32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, name, partitions))
+    return tuple(out)
+
+
+def _read_state_partitions(r: RecordReader, with_initializing: bool) -> StatePartitionMetadataValue:
+    initializing = _read_topic_partitions_info(r) if with_initializing else ()
+    initialized = _read_topic_partitions_info(r)
+    deleting = []
+    for _ in range(r.array_len()):
+        topic_id, name = r.uuid(), r.str_()
+        r.skip_tags()
+        deleting.append((topic_id, name))
+    return StatePartitionMetadataValue(initialized, tuple(deleting), initializing)
+
+
+def _read_group_metadata(r: RecordReader, with_hash: bool) -> ShareGroupMetadataValue:
+    epoch = r.i32()
+    return ShareGroupMetadataValue(epoch, r.i64() if with_hash else 0)
+
+
+#: value layouts that differ between Kafka 4.2 and the pre-4.1 specs Krait first wrote, both
+#: value version 0: the 4.2 one first, then the old one. The old bytes never parse as the new
+#: layout (see the module docstring), so trying them in turn is unambiguous.
+_LAYOUTS = {
+    GROUP_METADATA: (lambda r: _read_group_metadata(r, True), lambda r: _read_group_metadata(r, False)),
+    STATE_PARTITION_METADATA: (lambda r: _read_state_partitions(r, True), lambda r: _read_state_partitions(r, False)),
+}
+
+
+def _decode_body(key_type: int, r: RecordReader) -> Value:
     value: Value
     common = _COMMON.get(key_type)
     if common is not None:
@@ -335,24 +452,34 @@ def _decode_value(key_type: int, data: bytes) -> Value:
             state=r.i8(),
             assigned=read_topic_partitions(r),
         )
-    elif key_type == STATE_PARTITION_METADATA:
-        initialized = []
-        for _ in range(r.array_len()):
-            topic_id, name = r.uuid(), r.str_()
-            partitions = tuple(r.i32() for _ in range(r.array_len()))
-            r.skip_tags()
-            initialized.append((topic_id, name, partitions))
-        deleting = []
-        for _ in range(r.array_len()):
-            topic_id, name = r.uuid(), r.str_()
-            r.skip_tags()
-            deleting.append((topic_id, name))
-        value = StatePartitionMetadataValue(tuple(initialized), tuple(deleting))
     else:
         raise UnknownRecordVersion("share-group key", key_type)
     r.skip_tags()
     r.end()
     return value
+
+
+def _decode_value(key_type: int, data: bytes) -> Value:
+    r = RecordReader(data)
+    version = r.i16()
+    if version != 0:
+        raise UnknownRecordVersion(f"share-group value (type {key_type})", version)
+    r.flexible = True
+    layouts = _LAYOUTS.get(key_type)
+    if layouts is None:
+        return _decode_body(key_type, r)
+    start, error = r.pos, None
+    for read in layouts:
+        r.pos = start
+        try:
+            value = read(r)
+            r.skip_tags()
+            r.end()
+            return value
+        except RecordDecodeError as exc:
+            error = error or exc
+    assert error is not None
+    raise error
 
 
 def decode_record(key: ShareGroupKey, data: bytes | bytearray | memoryview | None) -> SGRecord:

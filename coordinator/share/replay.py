@@ -14,7 +14,6 @@ from typing import Protocol
 from coordinator.consumer.group import MemberState, normalized
 from coordinator.consumer.records import (
     AssignmentEpochValue,
-    GroupEpochValue,
     PartitionMetadataValue,
     TargetAssignmentValue,
 )
@@ -30,6 +29,7 @@ from coordinator.share.records import (
     TARGET_ASSIGNMENT_METADATA,
     SGRecord,
     ShareCurrentAssignmentValue,
+    ShareGroupMetadataValue,
     ShareMemberMetadataValue,
     StatePartitionMetadataValue,
 )
@@ -65,7 +65,7 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
     if group is None:
         return  # a tombstone for a group that is gone already
     mid = key.member_id or ""
-    if key.type == PARTITION_METADATA:
+    if key.type == PARTITION_METADATA:  # only in logs written before the 4.2 layouts
         group.set_subscription_metadata(
             {} if value is None else {t.name: t for t in value_as(value, PartitionMetadataValue).topics}
         )
@@ -74,6 +74,8 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
             group.set_state_partitions({}, {})
         else:
             v = value_as(value, StatePartitionMetadataValue)
+            # InitializingTopics stay unread: Krait asks again for what is not initialised
+            # (Kafka does so after group.share.initialize.retry.interval.ms)
             group.set_state_partitions(
                 {t: (name, frozenset(ps)) for t, name, ps in v.initialized}, dict(v.deleting)
             )
@@ -99,7 +101,8 @@ def replay(groups: ShareGroupSource, record: SGRecord) -> None:
 
 def _group_metadata(groups: ShareGroupSource, gid: str, value: object | None) -> None:
     if value is not None:
-        groups.create(gid).set_group_epoch(value_as(value, GroupEpochValue).epoch)
+        # MetadataHash is Kafka's, compared with nothing here (see coordinator/share/records.py)
+        groups.create(gid).set_group_epoch(value_as(value, ShareGroupMetadataValue).epoch)
         return
     group = groups.get(gid)
     if group is None:
