@@ -30,7 +30,7 @@ import asyncio
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator.config import CoordinatorConfig
@@ -244,6 +244,24 @@ class CoordinatorDriver(CoordinatorShell):
                                            verification_guard=guard, origin_coordinator=True)
         self.appended((OFFSETS_TOPIC, partition), res.last_offset + 1)
         return res.base_offset
+
+    # --- steps that are not requests ---------------------------------------------------------
+    async def write_step(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, ErrorCode]:
+        """Run one coordinator step that may write records (the share-group offset APIs run
+        several, with persister calls between them) and wait until the ISR has what it
+        wrote, as an answer would. Returns its result and NONE, or the error clients get
+        when the records were not replicated (NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)."""
+        with self.operation() as appended:
+            result = fn(*args)
+        self.reschedule()
+        if not appended:
+            return result, ErrorCode.none
+        bad = await self._not_replicated(appended)
+        self.settle(appended, bad)
+        if not bad:
+            return result, ErrorCode.none
+        moved = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error} & set(bad.values())
+        return result, ErrorCode.not_coordinator if moved else ErrorCode.coordinator_not_available
 
     # --- transactions -------------------------------------------------------------------------
     def txn_offset_commit(self, req: Any, transactions: TransactionVerifier | None = None) -> Any:

@@ -78,6 +78,7 @@ from coordinator.share.describe import ShareGroupDescribe
 from coordinator.share.group import ShareGroup
 from coordinator.share.heartbeat import ShareGroupHeartbeat, share_group_of
 from coordinator.share.membership import ShareGroupHooks, ShareMembership, SharePartitions
+from coordinator.share.offsets import AlterPlan, DeletePlan, ShareGroupOffsets
 from coordinator.state import AnyGroup, CoordinatorState, OffsetsLog, Respond, java_string_hash, partition_for_group
 from coordinator.txn_offsets import TxnOffsets
 from protocol.errors import KafkaError
@@ -149,6 +150,7 @@ class GroupCoordinator:
         self._share = ShareMembership(state, topics or _no_topics, SHARE_ASSIGNORS[share_assignor], share_hooks)
         self._sg_heartbeat = ShareGroupHeartbeat(self._share)
         self._sg_describe = ShareGroupDescribe(self._share, GROUP_AUTHORIZED_OPERATIONS)
+        self._sg_offsets = ShareGroupOffsets(self._share)
         self._loader = GroupLoader(state, self._rebalance, self._membership.on_loaded, self._share.on_loaded)
         self._admin = GroupAdmin(state, self._share.group_deleted)
 
@@ -380,6 +382,42 @@ class GroupCoordinator:
         group = self._state.groups.get(group_id)
         if isinstance(group, ShareGroup):
             self._share.initialization_failed(group, partitions)
+
+    # The share-group offset admin APIs: each step is pure; the broker shell makes the
+    # persister calls between them (coordinator/share/offsets.py).
+    def share_group_initialized_partitions(self, group_id: str) -> tuple[ErrorCode | None, SharePartitions]:
+        """DescribeShareGroupOffsets without topics: the share-partitions the group initialised."""
+        return self._sg_offsets.initialized_partitions(group_id)
+
+    def alter_share_group_offsets(self, group_id: str, topics: Any) -> AlterPlan:
+        """AlterShareGroupOffsets, first step: what to initialise, at which state epoch."""
+        return self._sg_offsets.alter(group_id, topics)
+
+    def share_group_offsets_altered(self, group_id: str, partitions: SharePartitions) -> ErrorCode:
+        """AlterShareGroupOffsets, last step: record the initialised share-partitions."""
+        try:
+            self._sg_offsets.altered(group_id, partitions)
+            return ErrorCode.none
+        except KafkaError as exc:
+            return exc.error_code
+        finally:
+            self.poll()
+
+    def delete_share_group_offsets(self, group_id: str, topic_names: list[str]) -> DeletePlan:
+        """DeleteShareGroupOffsets, first step: the topics move to DeletingTopics."""
+        try:
+            return self._sg_offsets.delete_begin(group_id, topic_names)
+        except KafkaError as exc:
+            return DeletePlan(group_id, exc.error_code, exc.message)
+        finally:
+            self.poll()
+
+    def share_group_offsets_deleted(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        """DeleteShareGroupOffsets, last step: their state is gone; they leave DeletingTopics."""
+        try:
+            self._sg_offsets.delete_complete(group_id, topic_ids)
+        finally:
+            self.poll()
 
     # ================================================================ offsets
     def offset_commit(self, req: Any, respond: Respond) -> None:

@@ -9,7 +9,7 @@ the log at the share-partition's next fetch offset (up to the high watermark, or
 stable offset under ``share.isolation.level=read_committed``), acquires what it can for the
 member, and answers with those batches' bytes and the acquired ranges: the client delivers
 only acquired offsets, so no record is decoded or re-encoded here. An acknowledgement (or a
-lock expiry, or a member leaving) changes states in the pure
+lock expiry, or a member's share session closing) changes states in the pure
 :class:`broker.replica.share_partition.SharePartition`, whose StateWrite is made durable
 through the persister before the client hears of it; a failed write rolls the change back.
 
@@ -280,8 +280,14 @@ class ShareService:
         group_id, topic_id, partition = held.key
         try:
             await self.persister.write(group_id, topic_id, partition, write)
-        except KafkaError:
+        except KafkaError as exc:
             sp.complete_write(write, False)
+            if exc.error_code == ErrorCode.fenced_state_epoch:
+                # The state was re-initialised at a higher state epoch (AlterShareGroupOffsets
+                # on another broker): this copy is stale. Kafka's SharePartitionManager drops a
+                # fenced share-partition; the next fetch reads the new state.
+                log.info("share-partition %s %s-%d: state epoch fenced, dropped", group_id, held.topic, partition)
+                self.forget(group_id, {topic_id: frozenset({partition})})
             raise
         except Exception as exc:  # a persister bug must not leave the change pending forever
             sp.complete_write(write, False)
@@ -330,10 +336,13 @@ class ShareService:
                 log.warning("share-partition %s %s-%d: releasing member %s's records failed: %s", held.key[0],
                             held.topic, held.key[2], member_id, exc)
 
-    def member_left(self, group_id: str, member_id: str) -> None:
-        """The group coordinator removed the member (left, fenced, session expired)."""
-        self.sessions.remove(group_id, member_id)
-        self._spawn(self.release_member(group_id, member_id))
+    def forget(self, group_id: str, partitions: SharePartitions) -> None:
+        """Drop the share-partitions held here whose state was replaced or deleted
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets, a fenced state epoch): the next
+        fetch reads their state from the share coordinator again."""
+        for topic_id, parts in partitions.items():
+            for p in parts:
+                self.partitions.pop((group_id, topic_id, p), None)
 
     async def delete_state(self, group_id: str, topic_id: uuid.UUID, partitions: list[int]) -> None:
         try:
@@ -395,16 +404,20 @@ class ShareService:
 
 
 class BrokerShareHooks(ShareGroupHooks):
-    """What the group coordinator tells this broker about share groups: a member that left
-    (or was fenced) gives its records back; a deleted group's state is deleted. Work is
-    scheduled on the loop, never run inside the coordinator's call."""
+    """What the group coordinator tells this broker about share groups: a deleted group's
+    state is deleted. Work is scheduled on the loop, never run inside the coordinator's
+    call."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        if self.broker.share is not None:
-            self.broker.share.member_left(group_id, member_id)
+        # Nothing here, as in Kafka, where the group coordinator may be another broker and
+        # the share-partition leaders never hear of it: a member's records go back when its
+        # share session closes (its last ShareFetch/ShareAcknowledge, which a client sends
+        # after its leaving heartbeat, or its connection closing) or when their locks expire.
+        # Releasing them here would refuse the acknowledgements of that last request.
+        return None
 
     def group_deleted(self, group_id: str, partitions: SharePartitions) -> None:
         share = self.broker.share
