@@ -26,7 +26,7 @@ __all__ = ["format_group_offsets", "format_reset_offsets", "main", "parse_dateti
 
 INACTIVE_STATES = ("Empty", "Dead")
 REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
-GROUP_TYPES = ("classic", "consumer")
+GROUP_TYPES = ("classic", "consumer", "share")
 
 
 def _dash(v: object) -> str:
@@ -97,7 +97,7 @@ def _groups_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                    help="describe: the group's state; list: show states, filtered by STATES (comma separated)")
     p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
-                   help="list: show group types (Classic, Consumer), filtered by TYPES (comma separated)")
+                   help="list: show group types (Classic, Consumer, Share), filtered by TYPES (comma separated)")
     p.add_argument("--verbose", action="store_true",
                    help="describe: with --members, each member's CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH "
                         "and TARGET-ASSIGNMENT; with --state, GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (consumer "
