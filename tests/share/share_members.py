@@ -1,17 +1,21 @@
-"""Share-group members for the tests: the Java client's KafkaShareConsumer (ShareWorker.java),
-each its own process, printing what it received and whether its acknowledgement was
-confirmed."""
+"""Share-group members for the tests: the Java client's KafkaShareConsumer (ShareWorker.java)
+or librdkafka's share consumer (rdkafka_share_worker.py), each its own process, printing
+what it received and whether its acknowledgement was confirmed."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 from tests.krait_harness import JavaProgram
 
 SOURCE = Path(__file__).with_name("ShareWorker.java").read_text()
+RDKAFKA_WORKER = Path(__file__).with_name("rdkafka_share_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def compile_worker(out_dir: Path) -> JavaProgram:
@@ -24,11 +28,16 @@ class Member:
     partition p, offset o, value v, delivery count d, acknowledgement a, and ok: whether
     the broker confirmed the acknowledgement)."""
 
-    def __init__(self, program: JavaProgram, bootstrap: str, group: str, topic: str, mode: str = "explicit",
+    def __init__(self, program: JavaProgram | None, bootstrap: str, group: str, topic: str, mode: str = "explicit",
                  idle_exit_ms: int = 4000, earliest: bool = True) -> None:
-        args = ["java", "-cp", program.classpath, program.class_name, bootstrap, group, topic, mode,
-                str(idle_exit_ms), *(["earliest"] if earliest else [])]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        """``program`` None: librdkafka's share consumer instead of the Java client's."""
+        tail = [bootstrap, group, topic, mode, str(idle_exit_ms), *(["earliest"] if earliest else [])]
+        if program is None:
+            args = [sys.executable, str(RDKAFKA_WORKER), *tail]
+        else:
+            args = ["java", "-cp", program.classpath, program.class_name, *tail]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.records: list[dict] = []
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
