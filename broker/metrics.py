@@ -165,6 +165,31 @@ class KafkaCollector:
         yield ops
 
         yield from self._consumer_groups()
+        yield from self._share_partitions()
+
+    def _share_partitions(self) -> Iterator:
+        """Share groups (KIP-932), per share-partition this broker leads: Kafka's
+        SharePartitionMetrics gauges (in-flight records and batches) and Krait's counters of
+        records acquired, delivered again and archived."""
+        labels = ["group", "topic", "partition"]
+        fams = {
+            "in_flight_records": _family("gauge", "kafka_server_sharepartitionmetrics_inflightmessagecount",
+                                         "Records between the share-partition's start and end offsets", labels),
+            "in_flight_batches": _family("gauge", "kafka_server_sharepartitionmetrics_inflightbatchcount",
+                                         "In-flight batches of the share-partition", labels),
+            "acquired_records": _family("counter", "krait_share_partition_acquired_records",
+                                        "Records acquired by share-group members", labels),
+            "redelivered_records": _family("counter", "krait_share_partition_redelivered_records",
+                                           "Records acquired again after a release, rejection of a lock or "
+                                           "expiry", labels),
+            "archived_records": _family("counter", "krait_share_partition_archived_records",
+                                        "Records archived (rejected, or past the delivery count limit)", labels),
+        }
+        share = self.broker.share
+        for group, topic, partition, counters in sorted(share.metrics() if share is not None else []):
+            for name, fam in fams.items():
+                fam.add_metric([group, topic, str(partition)], counters[name])
+        yield from fams.values()
 
     def _logs(self) -> Iterator:
         logs = self.broker.logs

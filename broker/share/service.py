@@ -398,8 +398,9 @@ class ShareService:
                 continue
             m = sp.metrics
             out.append((group_id, held.topic, partition, dict(
-                in_flight_records=sp.in_flight_records, acquired_records=m.acquired_records,
-                redelivered_records=m.redelivered_records, archived_records=m.archived_records)))
+                in_flight_records=sp.in_flight_records, in_flight_batches=sp.in_flight_batches,
+                acquired_records=m.acquired_records, redelivered_records=m.redelivered_records,
+                archived_records=m.archived_records)))
         return out
 
 
