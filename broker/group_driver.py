@@ -88,7 +88,9 @@ class CoordinatorDriver(CoordinatorShell):
         self.coordinator = GroupCoordinator(self.config, now_ms, self,
                                             partition_exists=lambda t, p: replicas.logs.get(t, p) is not None,
                                             topics=self.topic_map,
-                                            share_hooks=BrokerShareHooks(broker) if broker is not None else None)
+                                            share_hooks=BrokerShareHooks(broker) if broker is not None else None,
+                                            group_config=lambda group_id, key: registry.group_configs.get(
+                                                group_id, {}).get(key))
         #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}

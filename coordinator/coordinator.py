@@ -118,6 +118,7 @@ class GroupCoordinator:
         topics: Callable[[], Topics] | None = None,
         assignors: Mapping[str, PartitionAssignor] | None = None,
         share_hooks: ShareGroupHooks | None = None,
+        group_config: Callable[[str, str], str | None] | None = None,
     ) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (Kafka's KafkaApis check).
@@ -126,9 +127,12 @@ class GroupCoordinator:
         ASSIGNORS); config.group_consumer_assignors picks among them (ValueError naming
         group.consumer.assignors for an unknown one). ``share_hooks``: what the broker shell
         is told about share groups (coordinator/share/membership.py; default: nothing, and
-        new share-partitions count as initialised at once)."""
+        new share-partitions count as initialised at once). ``group_config(group id, key)``: a
+        group's override of a group config (consumer.session.timeout.ms, ...), or None."""
         self.config = config
         self._state = state = CoordinatorState(config, clock, log)
+        if group_config is not None:
+            state.group_config = group_config
         self._rebalance = Rebalancer(state)
         self._membership = Membership(
             state, topics or _no_topics, _enabled_assignors(config, assignors or ASSIGNORS), self._rebalance

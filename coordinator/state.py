@@ -129,6 +129,15 @@ class CoordinatorState:
         #: appended records not yet below their partition's high watermark, and what to do
         #: once they are (or if their write fails)
         self.writes = UncommittedWrites(self._high_watermark)
+        #: (group id, group config key) -> the group's override (a GROUP config resource) or
+        #: None; set by the shell, which validated the values against the broker's bounds
+        self.group_config: Callable[[str, str], str | None] = lambda _group_id, _key: None
+
+    def group_int(self, group_id: str, key: str, default: int) -> int:
+        """A group config (consumer.session.timeout.ms, share.heartbeat.interval.ms, ...) in
+        force for ``group_id``: its override, else the broker's ``default``."""
+        value = self.group_config(group_id, key)
+        return default if value is None else int(value)
 
     def _high_watermark(self, partition: int) -> int | None:
         hw = getattr(self.log, "high_watermark", None)

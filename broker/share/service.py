@@ -209,7 +209,7 @@ class ShareService:
             return -1, -1
 
     async def _acquire(self, group_id: str, member_id: str, key: tuple[uuid.UUID, int], max_bytes: int,
-                       max_records: int, batch_size: int | None) -> PartitionFetch:
+                       max_records: int, batch_size: int | None, cfg: dict[str, Any]) -> PartitionFetch:
         topic_id, partition = key
         try:
             held = await self._partition(group_id, topic_id, partition)
@@ -217,6 +217,12 @@ class ShareService:
             return PartitionFetch(exc.error_code, exc.message)
         sp = held.sp
         assert sp is not None
+        # a group config altered since the share-partition started applies from this fetch
+        # on, as Kafka reads the group's config at each acquisition
+        sp.record_lock_duration_ms = int(cfg["share.record.lock.duration.ms"])
+        sp.delivery_count_limit = int(cfg["share.delivery.count.limit"])
+        sp.max_record_locks = int(cfg["share.partition.max.record.locks"])
+        held.read_committed = cfg["share.isolation.level"] == "read_committed"
         leader_id, leader_epoch = self._leader(held.topic, partition)
         out = PartitionFetch(leader_id=leader_id, leader_epoch=leader_epoch)
         if not sp.can_acquire():
@@ -253,11 +259,12 @@ class ShareService:
         """Acquire records for ``member_id`` from ``partitions``; long-polls up to
         ``max_wait_ms`` while none is acquired."""
         deadline = time.monotonic() + max_wait_ms / 1000
+        cfg = self._group_config(group_id)
         while True:
             out: dict[tuple[uuid.UUID, int], PartitionFetch] = {}
             budget = max_bytes
             for key in partitions:
-                pf = await self._acquire(group_id, member_id, key, max(budget, 1), max_records, batch_size)
+                pf = await self._acquire(group_id, member_id, key, max(budget, 1), max_records, batch_size, cfg)
                 out[key] = pf
                 if pf.records:
                     budget -= len(pf.records)

@@ -339,6 +339,7 @@ class ConsumerGroupHeartbeat:
             error_code=E.none,
             member_id=updated.member_id,
             member_epoch=updated.member_epoch,
-            heartbeat_interval=config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval=self._state.group_int(gid, "consumer.heartbeat.interval.ms",
+                                                     config.group_consumer_heartbeat_interval_ms),
             assignment=_assignment(updated.assigned) if full or changed else None,
         )

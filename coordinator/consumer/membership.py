@@ -253,7 +253,9 @@ class Membership:
     # ------------------------------------------------------------------ timers
     def schedule_session(self, group: ConsumerGroup, member_id: str, timeout_ms: int | None = None) -> None:
         """Kafka's scheduleConsumerGroupSessionTimeout (a heartbeat moves the deadline)."""
-        timeout = self.config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = (self.state.group_int(group.group_id, "consumer.session.timeout.ms",
+                                        self.config.group_consumer_session_timeout_ms)
+                   if timeout_ms is None else timeout_ms)
         deadline = self.state.clock() + timeout
         group.session_deadlines[member_id] = deadline
         queued = group.session_timer_at.get(member_id)

@@ -228,6 +228,7 @@ class ShareGroupHeartbeat:
             error_code=E.none,
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval=config.group_share_heartbeat_interval_ms,
+            heartbeat_interval=self._state.group_int(gid, "share.heartbeat.interval.ms",
+                                                     config.group_share_heartbeat_interval_ms),
             assignment=assignment_field(reconciled.assigned) if epoch == 0 or changed else None,
         )

@@ -274,7 +274,8 @@ class ShareMembership:
     # ------------------------------------------------------------------ timers
     def schedule_session(self, group: ShareGroup, member_id: str) -> None:
         """Kafka's scheduleShareGroupSessionTimeout (a heartbeat moves the deadline)."""
-        deadline = self.state.clock() + self.config.group_share_session_timeout_ms
+        deadline = self.state.clock() + self.state.group_int(group.group_id, "share.session.timeout.ms",
+                                                             self.config.group_share_session_timeout_ms)
         group.session_deadlines[member_id] = deadline
         queued = group.session_timer_at.get(member_id)
         if queued is None or queued > deadline:
