@@ -88,11 +88,13 @@ def _parts(s: str) -> set[int]:
 class Proc:
     """A client process of consumer_protocol_clients.py; its stdout parsed by a thread."""
 
-    def __init__(self, workdir: Path, name: str, *args: str):
+    def __init__(self, workdir: Path, name: str, *args: str, script: Path = CLIENTS):
+        """``script``: consumer_protocol_clients.py, or bench/share_clients.py (a share-group
+        member: its R lines carry the delivery count, and it prints H and K lines)."""
         self.name = name
         self.role = args[0]  # member | producer
         self.err = open(workdir / f"{name}.stderr", "w")  # librdkafka's log
-        self.p = subprocess.Popen([sys.executable, str(CLIENTS), *args], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, str(script), *args], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.err, text=True, cwd=ROOT)
         self.lock = threading.Lock()
         self.ready = self.sub = self.closed = None
@@ -102,6 +104,11 @@ class Proc:
         self.busy: tuple[float, float] | None = None
         self.ticks: list[tuple[float, int]] = []  # producer: (t, acknowledged)
         self.final: dict | None = None  # producer: P line
+        # share members: (t, partition, n, first, last, delivery count) per R line, the hold's
+        # start, and per commit_sync (t, ok partitions, failed partitions, R lines before it)
+        self.deliveries: list[tuple[float, int, int, int, int, int]] = []
+        self.held: float | None = None
+        self.commits: list[tuple[float, set[int], set[int], int]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -113,6 +120,12 @@ class Proc:
                 k, t = f[0], float(f[1])
                 if k == "R":
                     self.batches.append((t, int(f[2]), int(f[3]), int(f[4]), int(f[5])))
+                    if len(f) > 6:
+                        self.deliveries.append((t, int(f[2]), int(f[3]), int(f[4]), int(f[5]), int(f[6])))
+                elif k == "H":
+                    self.held = t
+                elif k == "K":
+                    self.commits.append((t, _parts(f[2]), _parts(f[3]), len(self.deliveries)))
                 elif k in "AVL":
                     ps = _parts(f[2])
                     if k == "A":
@@ -362,6 +375,38 @@ def _med(runs: list[dict], key: str, digits: int = 2) -> str:
     return f"{statistics.median(vals):.{digits}f} ({each})"
 
 
+def draw_rates(ax, timeline: dict[str, list[tuple[float, int]]], produced_ticks: list[tuple[float, int]],
+               t0: float, lo: float, hi: float, binw: float, top: float, labels: dict[str, str],
+               colors: dict[str, str], produced_label: str) -> None:
+    """One panel's records/s per member in ``binw`` bins from ``lo`` to ``hi`` seconds after
+    ``t0`` (member 2 drawn wide and pale: it often runs on the same values as member 3), bins
+    above ``top`` clipped and labelled with their records, and the producer's rate dotted."""
+    nb = int((hi - lo) / binw)
+    edges = [lo + i * binw for i in range(nb + 1)]
+    clipped: dict[int, int] = {}  # bin -> labels placed there
+    for name, pts in timeline.items():
+        counts = [0] * nb
+        for t, n in pts:
+            i = int((t - t0 - lo) / binw)
+            if 0 <= i < nb:
+                counts[i] += n
+        rates = [c / binw for c in counts]
+        wide = name == "m2"
+        ax.stairs(rates, edges, color=colors[name], label=labels[name], linewidth=3.0 if wide else 1.4,
+                  alpha=0.45 if wide else 1.0, baseline=None)
+        for i, v in enumerate(rates):
+            if v > top:
+                k = clipped[i] = clipped.get(i, -1) + 1
+                ax.annotate(f"{counts[i]:,} records in {binw:g} s", (edges[i] + binw, top),
+                            xytext=(3, -3 - 10 * k), textcoords="offset points", va="top", fontsize=7,
+                            color=colors[name])
+    if len(produced_ticks) > 1:
+        ticks = produced_ticks
+        xs = [(ticks[i][0] + ticks[i + 1][0]) / 2 - t0 for i in range(len(ticks) - 1)]
+        ys = [(ticks[i + 1][1] - ticks[i][1]) / (ticks[i + 1][0] - ticks[i][0]) for i in range(len(ticks) - 1)]
+        ax.plot(xs, ys, color="grey", linestyle=":", linewidth=1, label=produced_label)
+
+
 def draw(busy: dict[str, dict], path: Path, args, run_no: int) -> None:
     """records/s per member in 0.5 s bins, one panel per protocol; the busy period shaded,
     the join and the new member's first record marked; bins above the axis (the busy
@@ -381,30 +426,8 @@ def draw(busy: dict[str, dict], path: Path, args, run_no: int) -> None:
         r = busy[proto]
         b0, b1 = r["busy"]
         lo, hi = -args.steady, (b1 - b0) + args.after * 0.9
-        nb = int((hi - lo) / binw)
-        edges = [lo + i * binw for i in range(nb + 1)]
-        clipped: dict[int, int] = {}  # bin -> labels placed there
-        for name, pts in r["timeline"].items():
-            counts = [0] * nb
-            for t, n in pts:
-                i = int((t - b0 - lo) / binw)
-                if 0 <= i < nb:
-                    counts[i] += n
-            rates = [c / binw for c in counts]
-            wide = name == "m2"  # drawn wide and pale: it often runs on the same values as member 3
-            ax.stairs(rates, edges, color=colors[name], label=labels[name], linewidth=3.0 if wide else 1.4,
-                      alpha=0.45 if wide else 1.0, baseline=None)
-            for i, v in enumerate(rates):
-                if v > top:
-                    k = clipped[i] = clipped.get(i, -1) + 1
-                    ax.annotate(f"{counts[i]:,} records in {binw:g} s", (edges[i] + binw, top),
-                                xytext=(3, -3 - 10 * k), textcoords="offset points", va="top", fontsize=7,
-                                color=colors[name])
-        ticks = r["produced_ticks"]
-        if len(ticks) > 1:
-            xs = [(ticks[i][0] + ticks[i + 1][0]) / 2 - b0 for i in range(len(ticks) - 1)]
-            ys = [(ticks[i + 1][1] - ticks[i][1]) / (ticks[i + 1][0] - ticks[i][0]) for i in range(len(ticks) - 1)]
-            ax.plot(xs, ys, color="grey", linestyle=":", linewidth=1, label="produced (all 6 partitions)")
+        draw_rates(ax, r["timeline"], r["produced_ticks"], b0, lo, hi, binw, top, labels, colors,
+                   "produced (all 6 partitions)")
         ax.axvspan(0, b1 - b0, color="tab:red", alpha=0.08, label=f"member 1 busy (no poll for {b1 - b0:.0f} s)")
         join = r["join"] - b0
         ax.axvline(join, color="tab:purple", linestyle="--", linewidth=1, label="member 4 subscribes")
