@@ -21,6 +21,42 @@ Checks:
   replica_divergence   replicas of a partition that differ below the high watermark
   isr_incomplete       a partition whose ISR is not every replica after healing
   broker_errors        a traceback, or an ERROR line not expected from the faults, in a log
+  share_after_accept   a share-group record delivered again after its acceptance was
+                       confirmed, or accepted (with confirmation) twice
+  share_lost           a record acknowledged to the share topic's producer that no share
+                       member was ever given
+  share_delivery_count a delivery count outside 1..share.delivery.count.limit, one count
+                       confirmed twice, or a count going back below a confirmed release
+
+The share-group checks (check_share) and the orderings they allow: a share-partition leader
+persists a record's delivery count (through the share coordinator) only when the record's
+state changes, by an acknowledgement or a lock expiry; an acquisition itself is not written.
+So, legitimately:
+  - an acknowledgement that was not confirmed (commit_sync failed, timed out, or answered
+    nothing for the partition) may or may not have taken effect: the record may come again,
+    at a higher count, or never;
+  - a count can repeat: records acquired but not yet acknowledged when their leader fails
+    start again from the persisted state, so the new leader hands out a count already seen
+    (and even one lower than an acquisition the old leader never persisted);
+  - a delivery at a higher count can precede a confirmed acceptance (an old leader's
+    acquisition, never persisted, then the leader changed);
+  - a client can hand its application a record fetched a while ago (librdkafka fetches in
+    the background; a member blocked in commit_sync behind a paused broker polls late), so
+    a delivery polled after a confirmed release with a count no higher proves nothing by
+    itself: its lock may have expired before the release.
+What no failure explains, and the checks count:
+  - after a confirmed ACCEPT at count d, a delivery at a count above d polled after the
+    confirmation (a new acquisition of an acknowledged record: at one leader counts only
+    grow, and a new leader starts from the persisted ACKNOWLEDGED state);
+  - two confirmed ACCEPTs of one record, or two confirmed acknowledgements at one count
+    (a persisted state is read by every later leader, whose next count is higher; an older
+    leader's writes are fenced by the coordinator's leader epoch);
+  - after a confirmed RELEASE at count d, a delivery polled after the confirmation at a
+    count no higher than d whose own acknowledgement was confirmed (the broker gave that
+    member the record at a stale count and let it acknowledge);
+  - a delivery count below 1 or above the limit (a record is archived at the limit);
+  - a record acknowledged to the producer and never delivered by the end (the members run
+    until every such record has been delivered, or a minute after the producers stop).
 """
 
 from __future__ import annotations
@@ -32,7 +68,13 @@ from dataclasses import dataclass, field
 
 CHECKS = ["lost", "duplicate", "inconsistent_offset", "nonmonotonic_send", "nonmonotonic_poll", "poll_skip",
           "aborted_read", "partial_txn", "offsets_backwards", "unreadable", "replica_divergence",
-          "isr_incomplete", "broker_errors"]
+          "isr_incomplete", "broker_errors", "share_after_accept", "share_lost", "share_delivery_count"]
+
+#: the share group's producer (history name) and members ("s1", "s2", ...)
+SHARE_PRODUCER = "sp"
+SHARE_MEMBER = re.compile(r"s\d+$")
+#: share.delivery.count.limit (the group keeps Kafka's default)
+SHARE_DELIVERY_LIMIT = 5
 
 #: ERROR lines the faults themselves explain (a full or read-only disk is an error to log)
 EXPECTED_ERRORS = re.compile(r"No space left on device|Read-only file system|log dir .* (failed|offline)|"
@@ -231,7 +273,67 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
             if "Traceback" in line or (" ERROR " in line and not EXPECTED_ERRORS.search(line)
                                        and not (dirs_failed and AFTER_LAST_DIR.search(line))):
                 r.add("broker_errors", {"log": name, "line": line[:300]})
+    check_share(r, histories)
     return r
+
+
+def check_share(r: Result, histories: dict[str, list[dict]], limit: int = SHARE_DELIVERY_LIMIT) -> None:
+    """The share-group checks (see the module docstring) over the share producer's
+    acknowledgements and the members' "share" events; nothing without share members."""
+    members = {n: h for n, h in histories.items() if SHARE_MEMBER.match(n)}
+    if not members and SHARE_PRODUCER not in histories:
+        return
+    deliveries = defaultdict(list)  # (p, o) -> [event + member]
+    for name, h in members.items():
+        for e in h:
+            if e["k"] == "share":
+                deliveries[(e["p"], e["o"])].append({**e, "member": name})
+    delivered_values = {e["v"] for ds in deliveries.values() for e in ds}
+    acked = [e for e in histories.get(SHARE_PRODUCER, []) if e["k"] == "ack"]
+    for e in acked:
+        if e["v"] not in delivered_values:
+            r.add("share_lost", {"value": e["v"], "acked_at": [e["p"], e["o"]]})
+
+    def brief(e: dict) -> dict:
+        return {k: e[k] for k in ("member", "d", "a", "ok", "tp", "t") if k in e}
+
+    for (p, o), ds in deliveries.items():
+        where = {"partition": p, "offset": o}
+        confirmed = sorted((e for e in ds if e["ok"]), key=lambda e: e["t"])
+        accepts = [e for e in confirmed if e["a"] == "ACCEPT"]
+        if len(accepts) > 1:
+            r.add("share_after_accept", {**where, "accepted_twice": [brief(e) for e in accepts]})
+        flagged = set()
+        for x in accepts:
+            for i, y in enumerate(ds):
+                if i not in flagged and y["d"] > x["d"] and y["tp"] > x["t"]:
+                    flagged.add(i)
+                    r.add("share_after_accept", {**where, "accepted": brief(x), "delivered_after": brief(y)})
+        for e in ds:
+            if not 1 <= e["d"] <= limit:
+                r.add("share_delivery_count", {**where, "limit": limit, "delivery": brief(e)})
+        by_count = defaultdict(list)
+        for e in confirmed:
+            by_count[e["d"]].append(e)
+        for d, es in by_count.items():
+            if len(es) > 1:
+                r.add("share_delivery_count", {**where, "count_confirmed_twice": d, "acks": [brief(e) for e in es]})
+        for x in (e for e in confirmed if e["a"] == "RELEASE"):
+            for y in confirmed:
+                if y is not x and y["tp"] > x["t"] and y["d"] <= x["d"]:
+                    r.add("share_delivery_count", {**where, "released": brief(x), "then_confirmed": brief(y)})
+
+    events = [e for ds in deliveries.values() for e in ds]
+    r.stats["share"] = {
+        "acked": len(acked), "deliveries": len(events), "records": len(deliveries),
+        "redeliveries": len(events) - len(deliveries),
+        "accepted": sum(1 for ds in deliveries.values() if any(e["ok"] and e["a"] == "ACCEPT" for e in ds)),
+        "released": sum(1 for e in events if e["ok"] and e["a"] == "RELEASE"),
+        "unconfirmed": sum(1 for e in events if not e["ok"]),
+        "at_limit": sum(1 for ds in deliveries.values() if any(e["d"] >= limit for e in ds)),
+        "max_count": max((e["d"] for e in events), default=0),
+        "by_member": {n: sum(1 for e in h if e["k"] == "share") for n, h in sorted(members.items())},
+    }
 
 
 def _skips(r: Result, offsets: list[int], prev: int, nxt: int, example: dict) -> None:

@@ -118,3 +118,78 @@ def test_a_broker_exit_is_expected_only_after_its_last_log_dir_failed():
 def test_availability_counts_only_healthy_windows():
     acks = [(t, 0) for t in (1, 2, 3, 20, 21)]
     assert checker.availability(acks, [(0, 10), (15, 25)], 1) == {0: 7.0}
+
+
+# --- the share group ------------------------------------------------------------------------
+def sd(p, o, d, a="ACCEPT", ok=True, tp=2.0, t=None, v=None):
+    """One share delivery: polled at ``tp``, its commit_sync back at ``t``."""
+    return {"t": tp + 0.1 if t is None else t, "k": "share", "p": p, "o": o, "v": v or f"sp-{o}", "d": d, "a": a,
+            "ok": ok, "tp": tp}
+
+
+def shared(*members: list[dict]) -> dict:
+    """The clean history plus the share producer's four records (partition 0, offsets 0-3)
+    and the given members' deliveries."""
+    h = clean()
+    h["sp"] = [ack(f"sp-{o}", 0, o) for o in range(4)]
+    for i, events in enumerate(members, 1):
+        h[f"s{i}"] = events
+    return h
+
+
+def test_a_clean_share_history_passes_with_a_release_redelivered():
+    h = shared([sd(0, 0, 1), sd(0, 1, 1), sd(0, 2, 1, "RELEASE", t=2.5), sd(0, 3, 1)],
+               [sd(0, 2, 2, tp=3.0)])
+    r = checker.check(h)
+    assert r.ok, dict(r.examples)
+    s = r.stats["share"]
+    assert (s["acked"], s["deliveries"], s["records"], s["redeliveries"], s["accepted"], s["released"]) == \
+        (4, 5, 4, 1, 4, 1)
+    assert s["by_member"] == {"s1": 4, "s2": 1} and s["max_count"] == 2
+
+
+def test_share_orderings_that_faults_explain():
+    base = [sd(0, o, 1) for o in (1, 2, 3)]
+    # an acceptance whose confirmation was lost is delivered again, at a higher count
+    assert checker.check(shared([sd(0, 0, 1, ok=False), *base], [sd(0, 0, 2, tp=5.0)])).ok
+    # a count handed out twice: acquired, the leader failed before anything was persisted
+    assert checker.check(shared([sd(0, 0, 1, ok=False, tp=2.0), *base], [sd(0, 0, 1, tp=4.0)])).ok
+    # a higher count polled before the confirmed acceptance: an old leader's, never persisted
+    assert checker.check(shared([sd(0, 0, 2, ok=False, tp=1.0), *base], [sd(0, 0, 1, tp=4.0)])).ok
+    # a stale count polled late after a confirmed release, its own acknowledgement refused
+    assert checker.check(shared([sd(0, 0, 2, "RELEASE", tp=2.0, t=3.0), *base],
+                                [sd(0, 0, 1, ok=False, tp=4.0), sd(0, 0, 3, tp=5.0)])).ok
+    # a record released at every delivery reaches the limit and is archived
+    assert checker.check(shared([*(sd(0, 0, d, "RELEASE", tp=float(d)) for d in range(1, 6)), *base])).ok
+
+
+def test_share_delivered_after_a_confirmed_acceptance():
+    base = [sd(0, o, 1) for o in (1, 2, 3)]
+    h = shared([sd(0, 0, 1, tp=2.0, t=3.0), *base], [sd(0, 0, 2, ok=False, tp=4.0)])
+    only(checker.check(h), "share_after_accept", 1)
+    # ...or accepted twice, whatever the counts
+    h = shared([sd(0, 0, 1, tp=2.0, t=3.0), *base], [sd(0, 0, 1, tp=2.5, t=3.5)])
+    r = checker.check(h)
+    assert r.counts["share_after_accept"] == 1 and r.counts["share_delivery_count"] == 1  # one count confirmed twice
+
+
+def test_share_record_lost():
+    h = shared([sd(0, o, 1) for o in (0, 1, 2)])
+    r = checker.check(h)
+    only(r, "share_lost", 1)
+    assert r.examples["share_lost"][0]["value"] == "sp-3"
+
+
+def test_share_delivery_counts():
+    base = [sd(0, o, 1) for o in (1, 2, 3)]
+    # beyond share.delivery.count.limit (5)
+    h = shared([*(sd(0, 0, d, "RELEASE", tp=float(d)) for d in range(1, 6)), sd(0, 0, 6, "RELEASE", tp=6.0), *base])
+    only(checker.check(h), "share_delivery_count", 1)
+    # one count acknowledged by two members
+    h = shared([sd(0, 0, 1, "RELEASE", tp=2.0, t=3.0), *base], [sd(0, 0, 1, "RELEASE", tp=2.5, t=3.5),
+                                                              sd(0, 0, 2, tp=4.0)])
+    only(checker.check(h), "share_delivery_count", 1)
+    # the count goes back below a confirmed release, and that stale delivery is confirmed
+    h = shared([sd(0, 0, 1, "RELEASE", ok=False, tp=1.0), sd(0, 0, 2, "RELEASE", tp=2.0, t=3.0), *base],
+               [sd(0, 0, 1, tp=4.0)])
+    only(checker.check(h), "share_delivery_count", 1)
