@@ -25,6 +25,9 @@ from .topology import LoopbackNet, NamespaceNet, Node
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 ZK_CONF = Path("/etc/zookeeper/conf")
 
+#: the share group's (tests/chaos/workload.py share): a few __share_group_state partitions,
+#: and record locks down to a second, so that the group may set a short one
+SHARE_CONFIG = {"share.coordinator.state.topic.num.partitions": "3", "group.share.min.record.lock.duration.ms": "1000"}
 #: Kafka's production settings for a durable cluster, with failure detection lowered to
 #: seconds as Kafka's own system tests lower it
 BROKER_CONFIG = {
@@ -41,9 +44,10 @@ BROKER_CONFIG = {
     "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
     "krait.http.listener": "",
+    **SHARE_CONFIG,
 }
 SINGLE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "krait.http.listener": "",
-                 "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
+                 "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3", **SHARE_CONFIG}
 
 
 #: the checkout whose broker runs (KRAIT_CHAOS_BROKER_REPO: another one, e.g. a base commit's

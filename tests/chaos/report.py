@@ -35,6 +35,14 @@ def summary(rr: RunResult) -> str:
     lines.append(f"Workload: {r.stats.get('acked', 0):,} acknowledged idempotent writes ({by}), transactions "
                  f"{json.dumps(r.stats.get('transactions', {}))}, {r.stats.get('polled', 0):,} records polled "
                  f"by the group. {len(rr.faults)} faults scheduled, {sum(1 for e in rr.events if e.get('phase') == 'start')} run.")
+    sh = r.stats.get("share")
+    if sh:
+        members = ", ".join(f"{n} {c:,}" for n, c in sh["by_member"].items())
+        lines.append(f"Share group: {sh['acked']:,} acknowledged writes to its topic, {sh['deliveries']:,} deliveries "
+                     f"of {sh['records']:,} records to {len(sh['by_member'])} members ({members}), "
+                     f"{sh['redeliveries']:,} redeliveries, {sh['accepted']:,} records accepted with confirmation, "
+                     f"{sh['released']:,} confirmed releases, {sh['unconfirmed']:,} acknowledgements unconfirmed, "
+                     f"{sh['at_limit']:,} records at the delivery limit (highest count {sh['max_count']}).")
     if rr.skipped:
         lines.append("Not run here: " + "; ".join(rr.skipped) + ".")
     lines += ["", "| check | violations |", "|---|---|"]

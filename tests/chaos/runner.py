@@ -1,6 +1,7 @@
 """One chaos run: start the cluster, start the workload clients, run the nemesis schedule
-for ``duration`` seconds, heal everything, let the cluster recover, stop the clients, read
-everything back (every partition from the start, the group's committed offsets, every
+for ``duration`` seconds, heal everything, let the cluster recover, stop the clients (the
+group's consumers once they find nothing more, the share group's members once every record
+of their topic has been delivered), read everything back (every partition from the start, the group's committed offsets, every
 replica's files after a clean shutdown) and check it (checker.py). The report (report.py)
 has the counts per check, the fault schedule and a PNG timeline.
 
@@ -32,6 +33,14 @@ from .topology import namespaces_missing
 
 TOPIC = "chaos"
 PARTITIONS = 6
+#: the share group's topic (its own, so that its producer's rate stays small) and group
+#: configs: earliest, so that no record produced before a share-partition was initialised is
+#: skipped, and a lock short enough that records whose acknowledgement failed come back
+#: within a short run
+SHARE_TOPIC = "chaos-share"
+SHARE_PARTITIONS = 3
+SHARE_GROUP_CONFIGS = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000",
+                       "share.delivery.count.limit": str(checker.SHARE_DELIVERY_LIMIT)}
 
 
 @dataclass
@@ -68,7 +77,8 @@ def _read_jsonl(path: Path) -> list[dict]:
 class Clients:
     """The workload processes (tests/chaos/workload.py), their histories in ``hist``."""
 
-    def __init__(self, hist: Path, bootstrap: str, seed: int, producers: int, consumers: int, rate: float) -> None:
+    def __init__(self, hist: Path, bootstrap: str, seed: int, producers: int, consumers: int, rate: float,
+                 share_members: int = 3, share_rate: float = 30.0) -> None:
         self.hist = hist
         hist.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -76,6 +86,9 @@ class Clients:
         plan = [(f"p{i}", "produce", ["--rate", str(rate)]) for i in range(1, producers + 1)]
         plan += [("t1", "txn", ["--seed", str(seed)])]
         plan += [(f"c{i}", "consume", []) for i in range(1, consumers + 1)]
+        if share_members:
+            plan.append((checker.SHARE_PRODUCER, "produce", ["--rate", str(share_rate), "--paced"]))
+            plan += [(f"s{i}", "share", []) for i in range(1, share_members + 1)]
         self.java_classpath = _compile_java(hist.parent / "java")
         if self.java_classpath:
             plan.append(("pj", "produce-java", [str(rate)]))
@@ -87,8 +100,10 @@ class Clients:
             argv = ["java", "-Xmx256m", "-cp", self.java_classpath, "ChaosProducer", self.bootstrap, TOPIC, out,
                     name, str(PARTITIONS), *extra]
         else:
-            argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, TOPIC, out, "--name", name,
-                    "--partitions", str(PARTITIONS), *extra]
+            on_share = role == "share" or name == checker.SHARE_PRODUCER
+            topic, partitions = (SHARE_TOPIC, SHARE_PARTITIONS) if on_share else (TOPIC, PARTITIONS)
+            argv = [sys.executable, "-m", "tests.chaos.workload", role, self.bootstrap, topic, out, "--name", name,
+                    "--partitions", str(partitions), *extra]
         with open(self.hist / f"{name}.stderr", "ab") as err:
             return spawn(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
 
@@ -115,6 +130,14 @@ class Clients:
 
     def histories(self) -> dict[str, list[dict]]:
         return {f.stem: _read_jsonl(f) for f in sorted(self.hist.glob("*.jsonl"))}
+
+    def share_undelivered(self) -> int:
+        """Records acknowledged to the share producer that no share member was given yet."""
+        acked = {e["v"] for e in _read_jsonl(self.hist / f"{checker.SHARE_PRODUCER}.jsonl") if e["k"] == "ack"}
+        for f in self.hist.glob("s*.jsonl"):
+            if checker.SHARE_MEMBER.match(f.stem):
+                acked -= {e["v"] for e in _read_jsonl(f) if e["k"] == "share"}
+        return len(acked)
 
     def last_poll(self) -> float:
         latest = 0.0
@@ -143,13 +166,13 @@ def _say(msg: str) -> None:
     print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _create_topic(bootstrap: str, rf: int) -> None:
+def _create_topic(bootstrap: str, rf: int, topic: str = TOPIC, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 60
     while True:
-        fut = admin.create_topics([NewTopic(TOPIC, PARTITIONS, rf)], operation_timeout=30)[TOPIC]
+        fut = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=30)[topic]
         try:
             fut.result(40)
             return
@@ -161,10 +184,37 @@ def _create_topic(bootstrap: str, rf: int) -> None:
             time.sleep(1)
 
 
+def _set_share_group_configs(cluster: ChaosCluster) -> None:
+    """SHARE_GROUP_CONFIGS on the share group, sent to every broker: librdkafka's admin
+    client has no GROUP config resource (type 32), and a broker keeps group configs in its
+    own metadata document, so each broker that may lead a share-partition is told."""
+    from broker.tools.wire import WireClient
+    from protocol.apis import ApiKey
+
+    from .workload import SHARE_GROUP
+
+    configs = [dict(name=k, config_operation=0, value=v) for k, v in SHARE_GROUP_CONFIGS.items()]
+    for i, b in cluster.brokers.items():
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with WireClient(b.node.host, cluster.ports[i], timeout=15) as w:
+                    res = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
+                        resource_type=32, resource_name=SHARE_GROUP, configs=configs)]).responses[0]
+                if res.error_code == 0:
+                    break
+                err = f"error {res.error_code}: {res.error_message}"
+            except Exception as exc:
+                err = str(exc)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"share group configs refused by b{i}: {err}")
+            time.sleep(1)
+
+
 def _wait_isr(cluster: ChaosCluster, timeout: float) -> dict[str, list[int]]:
     """Wait for every partition (the workload's and the internal topics') to have every
     replica in its ISR; returns the last ISRs seen."""
-    topics = [TOPIC, "__consumer_offsets", "__transaction_state"]
+    topics = [TOPIC, SHARE_TOPIC, "__consumer_offsets", "__transaction_state", "__share_group_state"]
     deadline = time.monotonic() + timeout
     states: dict = {}
     want = sorted(cluster.brokers)
@@ -232,7 +282,7 @@ def _healthy_windows(events: list[dict], start: float, end: float, brokers: int)
 
 
 def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producers: int = 3, consumers: int = 3,
-        rate: float = 100.0, recovery: float = 20.0) -> RunResult:
+        rate: float = 100.0, recovery: float = 20.0, share_members: int = 3, share_rate: float = 30.0) -> RunResult:
     workdir.mkdir(parents=True, exist_ok=True)
     why_not = namespaces_missing()
     skipped = [f"network namespaces: {why_not}"] if why_not else []
@@ -244,13 +294,17 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
     try:
         cluster.start()
         _create_topic(cluster.bootstrap(), min(3, brokers))
+        if share_members:
+            _create_topic(cluster.bootstrap(), min(3, brokers), SHARE_TOPIC, SHARE_PARTITIONS)
+            _set_share_group_configs(cluster)
         kinds, more_skipped = kinds_for(cluster)
         skipped += more_skipped
         faults = schedule(seed, duration, kinds)
         (workdir / "schedule.json").write_text(json.dumps(as_dicts(faults), indent=1))
         _say(f"seed {seed}: {len(faults)} faults over {duration:.0f}s ({', '.join(kinds)}); workdir {workdir}")
-        clients = Clients(workdir / "history", cluster.bootstrap(), seed, producers, consumers, rate)
-        clients.start(("consume",))
+        clients = Clients(workdir / "history", cluster.bootstrap(), seed, producers, consumers, rate,
+                          share_members, share_rate)
+        clients.start(("consume", "share"))
         clients.start(("produce", "produce-java", "txn"))
         time.sleep(5)
         started = time.time()
@@ -266,11 +320,13 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         time.sleep(recovery)
         ended = time.time()
         clients.stop(("produce", "produce-java", "txn"))
-        # consumers read until they stop finding records, then commit and leave
+        # consumers read until they stop finding records, then commit and leave; the share
+        # group's members until every record of their topic has been delivered
         quiet_deadline = time.monotonic() + 60
-        while time.monotonic() < quiet_deadline and time.time() - clients.last_poll() < 5:
+        while time.monotonic() < quiet_deadline and (time.time() - clients.last_poll() < 5
+                                                     or (share_members and clients.share_undelivered())):
             time.sleep(1)
-        clients.stop(("consume",))
+        clients.stop(("consume", "share"))
         isr = _wait_isr(cluster, 90) if brokers > 1 else None
         clients.drain()
         timings["run_s"] = time.time() - started
@@ -278,7 +334,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         replicas, hws = _read_replicas(cluster)
     finally:
         if clients is not None:
-            clients.stop(("produce", "produce-java", "txn", "consume"), timeout=10)
+            clients.stop(("produce", "produce-java", "txn", "consume", "share"), timeout=10)
         cluster.close()
     logs = {p.name: p.read_text(errors="replace") for p in sorted((workdir / "logs").glob("b*.log"))}
     histories = clients.histories()

@@ -9,6 +9,12 @@ killed mid-run still leaves its history:
            believes committed or aborted (or "unknown" when the outcome was not learnt)
   consume  a member of a read_committed consumer group that commits its offsets
            synchronously; records assignments, every polled record and every acked commit
+  share    a member of a share group (KIP-932, librdkafka's share consumer) in explicit
+           acknowledgement mode: accepts most records, releases a deterministic few by value
+           (share_ack_for), commits the acknowledgements synchronously after each poll and
+           records every delivery: partition, offset, value, delivery count, acknowledgement,
+           whether commit_sync confirmed it for its partition, when the poll returned and when
+           the commit did
   drain    the final reader: every partition from the start to its end, at read_uncommitted
            and read_committed, and the group's committed offsets
 
@@ -27,6 +33,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 GROUP = "chaos"
+SHARE_GROUP = "chaos-share"
 _stop = False
 
 
@@ -72,6 +79,10 @@ def produce(a: argparse.Namespace, h: History) -> None:
                       on_delivery=lambda err, msg, s=sent: report(err, msg, s))
             seq += 1
             p.poll(max(start + seq / a.rate - time.monotonic(), 0))
+            # poll() returns at the first delivery report, so acknowledgements clock the
+            # sends above the rate; --paced holds the rate itself (the share producer)
+            while a.paced and not _stop and (wait := start + seq / a.rate - time.monotonic()) > 0:
+                p.poll(wait)
         except BufferError:
             p.poll(0.1)
         except KafkaException as exc:
@@ -185,6 +196,66 @@ def _commit(c: Consumer, h: History) -> None:
             h("commit_fail", err=exc.args[0].name())
 
 
+def share_ack_for(value: str, delivery: int) -> str:
+    """The share members' acknowledgement of a record, by its value "<producer>-<seq>": one in
+    50 is released at every delivery (archived once the delivery count limit is reached), one
+    in 20 released at its first delivery only (redelivered, then accepted), the rest accepted."""
+    seq = int(value.rsplit("-", 1)[1])
+    if seq % 50 == 7:
+        return "RELEASE"
+    if seq % 20 == 3 and delivery <= 1:
+        return "RELEASE"
+    return "ACCEPT"
+
+
+def share(a: argparse.Namespace, h: History) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    c = ShareConsumer({**_common(a.bootstrap), "group.id": a.group, "share.acknowledgement.mode": "explicit",
+                       "client.id": a.name, "error_cb": lambda e: h("error", err=e.name(), msg=e.str())})
+    c.subscribe([a.topic])
+    h("subscribed")
+    while not _stop:
+        try:
+            batch = c.poll(0.5)
+        except (KafkaException, RuntimeError) as exc:  # RuntimeError: IllegalStateException
+            h("error", err=str(exc), where="poll")
+            time.sleep(0.2)
+            continue
+        polled = round(time.time(), 4)
+        got = []
+        for m in batch:
+            if m.error() is not None:
+                h("error", err=m.error().name(), msg=m.error().str())
+                continue
+            v = m.value().decode()
+            d = m.delivery_count()
+            ack = share_ack_for(v, d)
+            try:
+                c.acknowledge(m, getattr(AcknowledgeType, ack))
+            except Exception as exc:  # no longer in flight: the broker will not confirm it
+                h("error", err=str(exc), where="acknowledge", p=m.partition(), o=m.offset())
+            got.append({"p": m.partition(), "o": m.offset(), "v": v, "d": d, "a": ack, "tp": polled})
+        if not got:
+            continue
+        errors: dict[int, str | None] = {}
+        try:
+            for tp, err in c.commit_sync(15.0).items():
+                errors[tp.partition] = None if err is None else str(err)
+        except (KafkaException, RuntimeError) as exc:
+            errors = {e["p"]: f"commit_sync: {exc}" for e in got}
+        for e in got:
+            # ok: commit_sync answered None for its partition; a partition missing from the
+            # answer was not confirmed either
+            err = errors.get(e["p"], "no answer for the partition")
+            h("share", **e, ok=err is None, **({"err": err} if err else {}))
+    try:
+        c.close()
+    except (KafkaException, RuntimeError) as exc:
+        h("error", err=str(exc), where="close")
+    h("done")
+
+
 def drain(a: argparse.Namespace, h: History) -> None:
     for isolation in ("read_uncommitted", "read_committed"):
         c = Consumer({**_common(a.bootstrap), "group.id": "chaos-drain", "isolation.level": isolation,
@@ -214,7 +285,7 @@ def drain(a: argparse.Namespace, h: History) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["produce", "txn", "consume", "drain"])
+    ap.add_argument("role", choices=["produce", "txn", "consume", "share", "drain"])
     ap.add_argument("bootstrap")
     ap.add_argument("topic")
     ap.add_argument("out")
@@ -222,11 +293,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--group", default=SHARE_GROUP)
+    ap.add_argument("--paced", action="store_true", help="produce: never above --rate")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     h = History(a.out)
-    {"produce": produce, "txn": txn, "consume": consume, "drain": drain}[a.role](a, h)
+    {"produce": produce, "txn": txn, "consume": consume, "share": share, "drain": drain}[a.role](a, h)
 
 
 if __name__ == "__main__":
