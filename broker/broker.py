@@ -131,7 +131,8 @@ class Broker:
                                replicated=True)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.topics = TopicAdmin(self.config, self.registry, self.logs)
-        self.configs = ConfigAdmin(self.config, self.registry, self.topics, self.logs, self.node_id)
+        self.configs = ConfigAdmin(self.config, self.registry, self.topics, self.logs, self.node_id,
+                                   security_store=lambda: self.security_store)
         self.log_dirs_admin = LogDirs(self.logs, self.registry)
         # the metadata store says which replicas this broker holds (at start(); one missing
         # from the log dirs is created empty then)

@@ -1,8 +1,10 @@
 """ConfigAdmin: topic, broker and group configs with Kafka's semantics, for DescribeConfigs,
 AlterConfigs and IncrementalAlterConfigs (and the entries CreateTopics returns).
 
-Group configs (GROUP resources, declared in broker/group_configs.py) are kept, like dynamic
-broker configs, in this broker's metadata document: a cluster does not share them yet.
+Group configs (GROUP resources, declared in broker/group_configs.py) are entity configs of
+the security store (``groups/<group>``), like client quotas: in the log dir on a single
+node, in ZooKeeper (/config/groups/<group>, with a change notification) on a cluster, where
+every broker sees them.
 
 Topic overrides and dynamic broker configs are persisted in the topic registry. A broker
 resource named with this broker's id holds its own dynamic configs (DYNAMIC_BROKER_CONFIG);
@@ -18,7 +20,7 @@ applies at once to every partition.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from protocol.errors import ErrorCode, KafkaError
@@ -40,6 +42,7 @@ from .config import (
     validate_dynamic_configs,
     validate_reconfiguration,
 )
+from .security.store import SecurityStore, group_entity_path
 from .topic_admin import TopicAdmin
 from .topics import TopicRegistry, dynamic_topic_defaults
 
@@ -67,7 +70,9 @@ class ConfigAdmin:
     IncrementalAlterConfigs change them."""
 
     def __init__(self, config: BrokerConfig, registry: TopicRegistry, topics: TopicAdmin, logs: LogManager,
-                 node_id: int) -> None:
+                 node_id: int, security_store: Callable[[], SecurityStore] | None = None) -> None:
+        """``security_store()``: the store of entity configs (group configs live there)."""
+        self.security_store = security_store
         self.config = config
         self.registry = registry
         self.topics = topics
@@ -136,17 +141,23 @@ class ConfigAdmin:
                             documentation=None))
         return out
 
+    def group_overrides(self, group_id: str) -> dict[str, str]:
+        """The configs set on group ``group_id``."""
+        if self.security_store is None:
+            return {}
+        return self.security_store().entities.get(group_entity_path(group_id), {})
+
     def group_configs(self, group_id: str) -> dict[str, Any]:
         """Every group config's value in force for ``group_id`` (its overrides, else the
         broker keys behind them)."""
-        return group_configs.effective(self.registry.group_configs.get(group_id, {}), self.config)
+        return group_configs.effective(self.group_overrides(group_id), self.config)
 
     def group_config_entries(self, group_id: str, keys: Iterable[str] | None, include_synonyms: bool) -> list[dict]:
         """ConfigHelper.createGroupConfigEntry for each group config: DYNAMIC_GROUP_CONFIG when the
         group sets it, else the layers of the broker key behind it."""
         if not group_id:
             raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
-        overrides = self.registry.group_configs.get(group_id, {})
+        overrides = self.group_overrides(group_id)
         values = group_configs.effective(overrides, self.config)
         out = []
         for name in sorted(group_configs.GROUP_KEYS):
@@ -164,10 +175,10 @@ class ConfigAdmin:
                             documentation=None))
         return out
 
-    def _alter_group(self, r: Any, incremental: bool, validate_only: bool) -> None:
+    async def _alter_group(self, r: Any, incremental: bool, validate_only: bool) -> None:
         if not r.resource_name:
             raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
-        current = self.registry.group_configs.get(r.resource_name, {})
+        current = self.group_overrides(r.resource_name)
         if incremental:
             new = self._incremental(dict(current), r.configs, lambda name: None, lambda op, name: KafkaError(
                 ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST."))
@@ -177,13 +188,11 @@ class ConfigAdmin:
             group_configs.validate(new, self.config)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
-        if validate_only:
+        if validate_only or self.security_store is None:
             return
-        if new:
-            self.registry.group_configs[r.resource_name] = new
-        else:
-            self.registry.group_configs.pop(r.resource_name, None)
-        self.registry.save()
+        updates: dict[str, str | None] = {k: None for k in current if k not in new}
+        updates.update(new)
+        await self.security_store().alter_entity(group_entity_path(r.resource_name), updates)
 
     def describe(self, req: Any) -> list[dict]:
         """DescribeConfigs' results, one per requested resource."""
@@ -344,7 +353,7 @@ class ConfigAdmin:
                 elif r.resource_type == BROKER:
                     self._alter_broker(r, incremental, req.validate_only)
                 elif r.resource_type == GROUP:
-                    self._alter_group(r, incremental, req.validate_only)
+                    await self._alter_group(r, incremental, req.validate_only)
                 elif r.resource_type == BROKER_LOGGER and incremental:
                     pass  # log levels are not Kafka's log4j loggers here; accepted and ignored
                 else:

@@ -89,8 +89,8 @@ class CoordinatorDriver(CoordinatorShell):
                                             partition_exists=lambda t, p: replicas.logs.get(t, p) is not None,
                                             topics=self.topic_map,
                                             share_hooks=BrokerShareHooks(broker) if broker is not None else None,
-                                            group_config=lambda group_id, key: registry.group_configs.get(
-                                                group_id, {}).get(key))
+                                            group_config=lambda group_id, key: broker.configs.group_overrides(
+                                                group_id).get(key) if broker is not None else None)
         #: (partition, producer id) -> the verification guard the running TxnOffsetCommit's
         #: transactional append must carry (set only around that call)
         self._guards: dict[tuple[int, int], VerificationGuard] = {}

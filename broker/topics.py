@@ -67,8 +67,6 @@ class TopicRegistry:
         self.broker_configs: dict[str, str] = {}
         #: cluster-wide dynamic defaults (resource name ""): DYNAMIC_DEFAULT_BROKER_CONFIG
         self.default_broker_configs: dict[str, str] = {}
-        #: group id -> its group config overrides (GROUP config resources)
-        self.group_configs: dict[str, dict[str, str]] = {}
         self.cluster_id: str | None = None
         self.next_producer_id_block = 0
         #: the local metadata store's partition states (broker.metadata.local), as stored
@@ -83,7 +81,6 @@ class TopicRegistry:
         self.cluster_id = doc.get("cluster_id")
         self.broker_configs = _valid_dynamic(doc.get("broker_configs", {}), per_broker=True)
         self.default_broker_configs = _valid_dynamic(doc.get("default_broker_configs", {}), per_broker=False)
-        self.group_configs = {g: dict(c) for g, c in doc.get("group_configs", {}).items()}
         self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
         self.partition_states = dict(doc.get("partition_states", {}))
         for name, t in doc.get("topics", {}).items():
@@ -98,7 +95,6 @@ class TopicRegistry:
             "cluster_id": self.cluster_id,
             "broker_configs": self.broker_configs,
             "default_broker_configs": self.default_broker_configs,
-            "group_configs": self.group_configs,
             "next_producer_id_block": self.next_producer_id_block,
             "partition_states": self.partition_states,
             "topics": {

@@ -28,7 +28,10 @@ DEFAULT_ENTITY = "<default>"
 #: Kafka's ClientQuotaEntity types, in the order an entity path nests them
 USER = "user"
 CLIENT_ID = "client-id"
-_PATH_SEGMENT = {USER: "users", CLIENT_ID: "clients"}
+#: a GROUP config resource's configs (share and consumer group settings), kept as an entity
+#: config so that a cluster shares them as it shares quotas (/config/groups/<group>)
+GROUP = "group"
+_PATH_SEGMENT = {USER: "users", CLIENT_ID: "clients", GROUP: "groups"}
 _SEGMENT_TYPE = {v: k for k, v in _PATH_SEGMENT.items()}
 
 
@@ -53,6 +56,11 @@ def entity_path(entity: Mapping[str, str | None]) -> str:
     if unknown or not parts:
         raise ValueError(f"unknown entity type(s) {sorted(unknown)}" if unknown else "empty entity")
     return "/".join(parts)
+
+
+def group_entity_path(group_id: str) -> str:
+    """The entity path of a group's configs: ``groups/<sanitized group id>``."""
+    return f"groups/{sanitize(group_id)}"
 
 
 def parse_entity_path(path: str) -> dict[str, str | None]:

@@ -33,6 +33,9 @@ log = logging.getLogger("krait.security")
 
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"
+#: group configs (Kafka keeps them in KRaft's metadata log; Kafka's ZooKeeper mode, gone
+#: before group configs came, would have put them beside the other entity configs)
+CONFIG_GROUPS = "/config/groups"
 #: ZkAclStore: LITERAL patterns here, other specific patterns under EXTENDED_ACLS/<pattern>
 LITERAL_ACLS = "/kafka-acl"
 EXTENDED_ACLS = "/kafka-acl-extended"

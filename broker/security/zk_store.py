@@ -39,6 +39,7 @@ from .zk_acl_layout import (
     ACL_RESOURCE_TYPES,
     CHANGE_PREFIXES,
     CONFIG_CLIENTS,
+    CONFIG_GROUPS,
     CONFIG_USERS,
     EXTENDED_ACL_CHANGES,
     EXTENDED_ACLS,
@@ -119,7 +120,8 @@ class ZkSecurityStore(SecurityStore):
     def load(self) -> None:
         """Create Kafka's persistent paths, read every entity and ACL, then follow the change
         notifications (those written from now on: what came before is in the read)."""
-        for path in (zk.CONFIG_CHANGES, CONFIG_USERS, CONFIG_CLIENTS, LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES):
+        for path in (zk.CONFIG_CHANGES, CONFIG_USERS, CONFIG_CLIENTS, CONFIG_GROUPS, LITERAL_ACL_CHANGES,
+                     EXTENDED_ACL_CHANGES):
             self.zk.ensure_path(path)
         for pattern_type in ("LITERAL", "PREFIXED"):
             for resource_type in ACL_RESOURCE_TYPES:
@@ -286,7 +288,7 @@ class ZkSecurityStore(SecurityStore):
     # --- reading ZooKeeper (start-up, and the worker thread) -------------------------------------
     def _read_all(self) -> tuple[dict[AclKey, frozenset[AclEntry]], dict[str, dict[str, str]]]:
         entities: dict[str, dict[str, str]] = {}
-        for root, segment in ((CONFIG_USERS, "users"), (CONFIG_CLIENTS, "clients")):
+        for root, segment in ((CONFIG_USERS, "users"), (CONFIG_CLIENTS, "clients"), (CONFIG_GROUPS, "groups")):
             for name in self._children(root):
                 path = f"{segment}/{normalized_name(name)}"
                 cfg = self._read_config(f"{root}/{name}")
@@ -417,7 +419,7 @@ class ZkSecurityStore(SecurityStore):
             try:
                 if root == zk.CONFIG_CHANGES:
                     path = zk.decode_config_change(data)
-                    if path.split("/", 1)[0] in ("users", "clients"):
+                    if path.split("/", 1)[0] in ("users", "clients", "groups"):
                         parse_entity_path(path)
                         paths.add(path)
                 else:
