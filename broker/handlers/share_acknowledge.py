@@ -9,14 +9,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from protocol import apis
 from protocol.apis import ApiKey
-from protocol.build import make
 from protocol.errors import ErrorCode
 
 from ..share.sessions import FINAL_EPOCH, ShareSessionError
 from . import handles
-from .share_fetch import acknowledgements, denied_topics, group_denied, node_endpoints
+from .share_fetch import ShareRequest, acknowledgements, denied_topics, node_endpoints
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -25,24 +23,15 @@ if TYPE_CHECKING:
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 2))
 async def share_acknowledge(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    rtype = apis.response_type(ApiKey.SHARE_ACKNOWLEDGE, ctx.version)
     share = broker.share
-    group_id = req.group_id or ""
-    member_id = req.member_id or ""
-    lock_ms = share.lock_duration_ms(group_id) if group_id else 0
-
-    def top_level(code: ErrorCode, message: str | None = None) -> Any:
-        return make(rtype, throttle_time=0, error_code=code, error_message=message,
-                    acquisition_lock_timeout=lock_ms, responses=[], node_endpoints=[])
-
-    if not group_id or not member_id:
-        return top_level(ErrorCode.invalid_request, "ShareAcknowledge needs a group id and a member id.")
-    if group_denied(broker, ctx, group_id):
-        return top_level(ErrorCode.group_authorization_failed)
+    sr = ShareRequest(broker, ctx, req, ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge")
+    if sr.refusal is not None:
+        return sr.refusal
+    group_id, member_id = sr.group_id, sr.member_id
     try:
         session = share.sessions.acknowledge_context(group_id, member_id, req.share_session_epoch)
     except ShareSessionError as exc:
-        return top_level(exc.code, str(exc))
+        return sr.error(exc.code, str(exc))
     acks = acknowledgements(req.topics)
     denied = denied_topics(broker, ctx, {tid for tid, _ in acks})
     errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
@@ -64,7 +53,5 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: Any) -> An
         topics.setdefault(key[0], []).append(dict(
             partition_index=key[1], error_code=code, error_message=err.message if err is not None else None,
             current_leader=dict(leader_id=-1, leader_epoch=-1)))
-    return make(rtype, throttle_time=0, error_code=ErrorCode.none, error_message=None,
-                acquisition_lock_timeout=lock_ms,
-                responses=[dict(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
-                node_endpoints=node_endpoints(broker, ctx) if leader_moved else [])
+    return sr.response(ErrorCode.none, None, [dict(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
+                       node_endpoints(broker, ctx) if leader_moved else [])

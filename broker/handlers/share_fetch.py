@@ -60,6 +60,29 @@ def group_denied(broker: Broker, ctx: RequestContext, group_id: str) -> bool:
                                                                   ResourceType.GROUP, group_id)
 
 
+class ShareRequest:
+    """What ShareFetch and ShareAcknowledge check first: a group and member id, READ on the
+    group; ``refusal`` is the whole-request answer when one fails (None otherwise)."""
+
+    def __init__(self, broker: Broker, ctx: RequestContext, req: Any, api_key: int, api: str) -> None:
+        self.rtype = apis.response_type(api_key, ctx.version)
+        self.group_id = req.group_id or ""
+        self.member_id = req.member_id or ""
+        self.lock_ms = broker.share.lock_duration_ms(self.group_id) if self.group_id else 0
+        self.refusal: Any = None
+        if not self.group_id or not self.member_id:
+            self.refusal = self.error(ErrorCode.invalid_request, f"{api} needs a group id and a member id.")
+        elif group_denied(broker, ctx, self.group_id):
+            self.refusal = self.error(ErrorCode.group_authorization_failed)
+
+    def error(self, code: ErrorCode, message: str | None = None) -> Any:
+        return self.response(code, message, [], [])
+
+    def response(self, code: ErrorCode, message: str | None, topics: list[dict], endpoints: list[dict]) -> Any:
+        return make(self.rtype, throttle_time=0, error_code=code, error_message=message,
+                    acquisition_lock_timeout=self.lock_ms, responses=topics, node_endpoints=endpoints)
+
+
 def node_endpoints(broker: Broker, ctx: RequestContext) -> list[dict]:
     return [dict(node_id=b["node_id"], host=b["host"], port=b["port"], rack=b.get("rack"))
             for b in brokers(broker, ctx)]
@@ -67,20 +90,11 @@ def node_endpoints(broker: Broker, ctx: RequestContext) -> list[dict]:
 
 @handles(ApiKey.SHARE_FETCH, versions=(1, 2))
 async def share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    rtype = apis.response_type(ApiKey.SHARE_FETCH, ctx.version)
     share = broker.share
-    group_id = req.group_id or ""
-    member_id = req.member_id or ""
-    lock_ms = share.lock_duration_ms(group_id) if group_id else 0
-
-    def top_level(code: ErrorCode, message: str | None = None) -> Any:
-        return make(rtype, throttle_time=0, error_code=code, error_message=message,
-                    acquisition_lock_timeout=lock_ms, responses=[], node_endpoints=[])
-
-    if not group_id or not member_id:
-        return top_level(ErrorCode.invalid_request, "ShareFetch needs a group id and a member id.")
-    if group_denied(broker, ctx, group_id):
-        return top_level(ErrorCode.group_authorization_failed)
+    sr = ShareRequest(broker, ctx, req, ApiKey.SHARE_FETCH, "ShareFetch")
+    if sr.refusal is not None:
+        return sr.refusal
+    group_id, member_id = sr.group_id, sr.member_id
     fetch_keys = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     forget = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     acks = acknowledgements(req.topics)
@@ -88,7 +102,7 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         context = share.sessions.new_context(group_id, member_id, req.share_session_epoch, fetch_keys, forget,
                                              bool(acks), ctx.conn)
     except ShareSessionError as exc:
-        return top_level(exc.code, str(exc))
+        return sr.error(exc.code, str(exc))
     denied = denied_topics(broker, ctx, {tid for tid, _ in [*context.partitions, *acks]})
     errors: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     for key in {*context.partitions, *acks}:
@@ -128,7 +142,5 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                                    delivery_count=a.delivery_count) for a in pf.acquired] if has_records else []))
     leader_moved = any(e[0] == ErrorCode.not_leader_or_follower for e in errors.values()) or any(
         pf.error == ErrorCode.not_leader_or_follower for pf in fetched.values())
-    return make(rtype, throttle_time=0, error_code=ErrorCode.none, error_message=None,
-                acquisition_lock_timeout=lock_ms,
-                responses=[dict(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
-                node_endpoints=node_endpoints(broker, ctx) if leader_moved else [])
+    return sr.response(ErrorCode.none, None, [dict(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
+                       node_endpoints(broker, ctx) if leader_moved else [])

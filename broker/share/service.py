@@ -312,8 +312,7 @@ class ShareService:
         for key, batches in acks.items():
             held = self.partitions.get((group_id, *key))
             if held is None or held.sp is None:
-                out[key] = KafkaError(ErrorCode.invalid_record_state,
-                                      "The share-partition holds no records of this member.")
+                out[key] = self._not_held(key)
                 continue
             try:
                 write = held.sp.acknowledge(member_id, batches)
@@ -327,6 +326,19 @@ class ShareService:
             if isinstance(r, BaseException) and not isinstance(r, KafkaError):
                 out[key] = KafkaError(ErrorCode.unknown_server_error, str(r))
         return out
+
+    def _not_held(self, key: tuple[uuid.UUID, int]) -> KafkaError:
+        """Why an acknowledgement finds no share-partition here: this broker does not lead
+        the partition (the client looks the leader up again), or it has nothing in flight
+        for the group (INVALID_RECORD_STATE, Kafka's "batch record not found")."""
+        topic = self._topic_name(key[0])
+        if topic is None:
+            return KafkaError(ErrorCode.unknown_topic_id)
+        try:
+            self.broker.replicas.leader(topic, key[1])
+        except KafkaError as exc:
+            return exc
+        return KafkaError(ErrorCode.invalid_record_state, "The share-partition holds no records of this member.")
 
     # --- members leaving, lock expiry -----------------------------------------------------
     async def release_member(self, group_id: str, member_id: str,
