@@ -16,12 +16,11 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.consumer.assignors.api import Assignment
 from coordinator.consumer.group import ConsumerGroup, ConsumerGroupMember
-from coordinator.consumer.membership import Membership
 from coordinator.responses import response_for
 from coordinator.state import Respond, reply
 
 __all__ = [
-    "ConsumerGroupDescribe", "GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED", "MEMBER_TYPE_CLASSIC", "MEMBER_TYPE_CONSUMER",
+    "ConsumerGroupDescribe", "ModernGroupDescribe", "GROUP_AUTHORIZED_OPERATIONS_NOT_REQUESTED", "MEMBER_TYPE_CLASSIC", "MEMBER_TYPE_CONSUMER",
     "described_topic_partitions",
 ]
 
@@ -34,10 +33,17 @@ MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
-class ConsumerGroupDescribe:
-    """ConsumerGroupDescribe against the groups of ``membership.state``."""
+class ModernGroupDescribe:
+    """ConsumerGroupDescribe and ShareGroupDescribe (Kafka's GroupMetadataManager
+    consumerGroupDescribe / shareGroupDescribe): one answer per group id, with the same
+    error rules; a subclass names its group class, the error for a group of another type,
+    and the group's own fields (:meth:`_details`)."""
 
-    def __init__(self, membership: Membership, all_operations: int) -> None:
+    group_class: type
+    #: the GROUP_ID_NOT_FOUND message for a group of another type ({gid} filled in)
+    other_type: str
+
+    def __init__(self, membership: Any, all_operations: int) -> None:
         self._m = membership
         self._state = membership.state
         self._all_operations = all_operations
@@ -77,17 +83,27 @@ class ConsumerGroupDescribe:
         if group is None:
             base.update(error_code=E.group_id_not_found, error_message=f"Group {gid} not found.")
             return base
-        if not isinstance(group, ConsumerGroup):
-            base.update(error_code=E.group_id_not_found, error_message=f"Group {gid} is not a consumer group")
+        if not isinstance(group, self.group_class):
+            base.update(error_code=E.group_id_not_found, error_message=self.other_type.format(gid=gid))
             return base
-        base.update(
-            group_state=group.state.value,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=group.preferred_assignor() or self._m.default_assignor,
-            members=[self._member(m, group.target_of(mid), names) for mid, m in group.members.items()],
-        )
+        base.update(group_state=group.state.value, group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch, **self._details(group, names))
         return base
+
+    def _details(self, group: Any, names: dict[Any, str]) -> dict[str, Any]:
+        """The assignor name and the members of a group of this type."""
+        raise NotImplementedError
+
+
+class ConsumerGroupDescribe(ModernGroupDescribe):
+    """ConsumerGroupDescribe against the groups of ``membership.state``."""
+
+    group_class = ConsumerGroup
+    other_type = "Group {gid} is not a consumer group"
+
+    def _details(self, group: Any, names: dict[Any, str]) -> dict[str, Any]:
+        return dict(assignor_name=group.preferred_assignor() or self._m.default_assignor,
+                    members=[self._member(m, group.target_of(mid), names) for mid, m in group.members.items()])
 
     @staticmethod
     def _member(member: ConsumerGroupMember, target: Assignment, names: dict[Any, str]) -> dict[str, Any]:
