@@ -126,6 +126,17 @@ def test_share_fetch_and_acknowledge_refusals(broker) -> None:
                       topics=[dict(topic_id=tid, partitions=[dict(partition_index=0, acknowledgement_batches=ack)])])
         assert a.error_code == E.none
         assert a.responses[0].partitions[0].error_code == E.invalid_record_state
+        # malformed acknowledgement batches: INVALID_REQUEST for the partition, nothing lost,
+        # and the session's epoch moves on as for any acknowledgement
+        bad_batches = ([dict(first_offset=3, last_offset=1, acknowledge_types=[1])],     # last before first
+                       [dict(first_offset=0, last_offset=4, acknowledge_types=[1, 1])],  # 2 types, 5 offsets
+                       [dict(first_offset=0, last_offset=0, acknowledge_types=[9])])     # no such type
+        for epoch, bad in enumerate(bad_batches, start=3):
+            r = w.request(ApiKey.SHARE_ACKNOWLEDGE, 1, group_id=group, member_id=member, share_session_epoch=epoch,
+                          topics=[dict(topic_id=tid, partitions=[dict(partition_index=0,
+                                                                      acknowledgement_batches=bad)])])
+            assert r.error_code == E.none
+            assert r.responses[0].partitions[0].error_code == E.invalid_request, bad
         closed = _fetch(w, group, member, -1, tid, [0])
         assert closed.error_code == E.none
         assert _fetch(w, group, member, 4, tid, [0]).error_code == E.share_session_not_found
