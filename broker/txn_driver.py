@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from coordinator.loader import TxnMarker
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import build_batch
 from txn_coordinator import (
     TRANSACTION_STATE_TOPIC,
@@ -38,7 +38,7 @@ from txn_coordinator import (
     TransactionCoordinator,
 )
 
-from .cluster.broker_channel import BrokerChannel
+from .cluster.broker_channel import CHANNEL_FAILURES, BrokerChannel
 from .coordinator_shell import CoordinatorShell, now_ms, read_partition
 from .group_driver import OFFSETS_TOPIC
 from .legacy_placement import LegacyPartitions
@@ -228,7 +228,7 @@ class TransactionDriver(CoordinatorShell):
                 leader, ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_VERIFY_VERSION, transactions=[dict(
                     transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
                     verify_only=True, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])])
-        except (OSError, ConnectionError, TimeoutError, EOFError, asyncio.IncompleteReadError, ProtocolError) as exc:
+        except CHANNEL_FAILURES as exc:
             log.info("verifying %s with broker %d failed: %s", transactional_id, leader, exc)
             return dict.fromkeys(partitions, ErrorCode.network_exception)
         out: Verified = dict.fromkeys(partitions, ErrorCode(resp.error_code) if resp.error_code
@@ -322,7 +322,7 @@ class TransactionDriver(CoordinatorShell):
                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
                 transaction_result=request.committed, coordinator_epoch=request.coordinator_epoch,
                 topics=[dict(name=t, partition_indexes=ps) for t, ps in topics.items()])])
-        except (OSError, ConnectionError, TimeoutError, EOFError, asyncio.IncompleteReadError, ProtocolError) as exc:
+        except CHANNEL_FAILURES as exc:
             log.info("markers of %s to broker %d failed: %s", request.transactional_id, leader, exc)
             return {}  # not reached: the coordinator sends them again
         out = {}

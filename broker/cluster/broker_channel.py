@@ -16,6 +16,7 @@ from typing import Any
 
 from protocol import apis, framing
 from protocol.build import make
+from protocol.errors import ProtocolError
 
 from ..security.client_security import ClientSecurity
 from ..security.inter_broker import open_broker_connection
@@ -24,6 +25,11 @@ log = logging.getLogger("krait.broker_channel")
 
 _SIZE = struct.Struct(">i")
 
+
+
+#: what a request over a broker channel may fail with (the peer unreachable, gone mid-answer,
+#: too slow, or answering garbage): the caller retries or answers a retriable error
+CHANNEL_FAILURES = (OSError, ConnectionError, TimeoutError, EOFError, ProtocolError)
 
 class Peer:
     """One connection to another broker (requests strictly one at a time)."""
@@ -62,9 +68,9 @@ class BrokerChannel:
 
     async def request(self, broker_id: int, api_key: int, version: int, *, client_id: str | None = None,
                       **fields: Any) -> Any:
-        """Send one request to ``broker_id`` and return its decoded response. Raises
-        ConnectionError (unknown or unreachable broker), OSError or TimeoutError; the
-        connection is dropped then, and the next request opens a new one. ``client_id``
+        """Send one request to ``broker_id`` and return its decoded response. Raises one of
+        CHANNEL_FAILURES (unknown or unreachable broker, a connection closed mid-answer, a
+        timeout, an unreadable answer); the connection is dropped then, and the next request opens a new one. ``client_id``
         replaces the header's ``broker-<id>`` (Kafka's admin client id, to write an
         internal topic)."""
         lock = self._locks.setdefault(broker_id, asyncio.Lock())

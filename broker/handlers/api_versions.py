@@ -1,5 +1,7 @@
-"""ApiVersions: the ranges in protocol.apis.SUPPORTED. The answer never changes, so its
-body is built once per version and reused."""
+"""ApiVersions: the ranges in protocol.apis.SUPPORTED, and (v3+) the features Krait serves
+at a fixed level: ``share.version`` 1, as a Kafka 4.2 cluster with share groups enabled
+reports it (KIP-932 gates share groups on it). The answer never changes, so its body is
+built once per version and reused."""
 
 from __future__ import annotations
 
@@ -18,10 +20,16 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 
+#: (feature, supported min, supported max, finalized level); only features whose level
+#: changes what a client may do are listed (Kafka lists metadata.version and others too)
+FEATURES = (("share.version", 0, 1, 1),)
+#: Kafka's epoch of the finalized features (a metadata offset); they never change here
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def _api_keys() -> list[dict]:
     # in key order, as Kafka lists them; APIs registered with advertised=False are served but
-    # not listed: ShareGroupHeartbeat/ShareGroupDescribe until ShareFetch exists (share groups,
-    # issue 25), since a 4.2 client that sees ShareGroupHeartbeat would use share groups
+    # not listed (an API a client must not discover before it works end to end)
     return [dict(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
             for _, r in sorted(apis.SUPPORTED.items()) if r.advertised]
 
@@ -29,7 +37,11 @@ def _api_keys() -> list[dict]:
 @cache
 def _body(version: int) -> bytes:
     resp = make(apis.response_type(ApiKey.API_VERSIONS, version), error_code=ErrorCode.none,
-                api_keys=_api_keys(), throttle_time=0)
+                api_keys=_api_keys(), throttle_time=0,
+                supported_features=[dict(name=n, min_version=lo, max_version=hi) for n, lo, hi, _ in FEATURES],
+                finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+                finalized_features=[dict(name=n, min_version_level=level, max_version_level=level)
+                                    for n, _lo, _hi, level in FEATURES])
     return framing.encode_body(resp)
 
 

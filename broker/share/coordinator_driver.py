@@ -29,7 +29,7 @@ from protocol.records import build_batch
 from share_coordinator import SHARE_GROUP_STATE_TOPIC, Result, ShareCoordinator, ShareCoordinatorConfig
 from share_coordinator.responses import Api, Outcome, build_response
 
-from ..cluster.broker_channel import BrokerChannel
+from ..cluster.broker_channel import CHANNEL_FAILURES, BrokerChannel
 from ..coordinator_shell import CoordinatorShell, now_ms, read_partition
 from ..replica.share_state import PersistedBatch, StateWrite
 from ..security import access
@@ -202,7 +202,7 @@ class SharePersister:
             elif leader >= 0:
                 try:
                     resp = await self._channel.request(leader, api_key, version, **fields)
-                except (ConnectionError, OSError, TimeoutError) as exc:
+                except CHANNEL_FAILURES as exc:
                     log.info("share coordinator %d unreachable (%s): retrying", leader, exc)
                     resp = None
             else:

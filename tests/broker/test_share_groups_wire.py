@@ -80,6 +80,11 @@ def test_share_group_over_the_wire(broker) -> None:
         versions = w.request(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
         keys = {k.api_key for k in versions.api_keys}
         assert {HB, DESCRIBE, 78, 79} <= keys  # with ShareFetch and ShareAcknowledge
+        # and the share.version feature, as a 4.2 cluster with share groups reports it
+        assert [(f.name, f.min_version, f.max_version) for f in versions.supported_features] == [
+            ("share.version", 0, 1)]
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features] == [
+            ("share.version", 1, 1)]
 
 
 def _topic_id(w: WireClient, topic: str):
