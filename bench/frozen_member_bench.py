@@ -3,9 +3,9 @@ share group (KIP-932), with real librdkafka clients in separate processes agains
 broker subprocess:
 
     .venv/bin/python bench/frozen_member_bench.py [--runs 3] [--freeze 20] [--rate 2000]
-        [--partitions 2] [--lock-ms 6000] [--kinds classic,consumer,share]
+        [--partitions 2] [--lock-ms 6000] [--max-locks N] [--kinds classic,consumer,share]
         [--png docs/img/frozen-member-timeline.png | --no-png] [--json-out FILE]
-        [--results FILE | --no-results-file] [--quick]
+        [--results FILE | --no-results-file] [--quick] [--redraw JSON]
 
 Each group gets its own topic (--partitions, 2 by default) under the same producer rate
 (bench/consumer_protocol_clients.py's producer, its own process) and three members: the
@@ -28,7 +28,11 @@ heartbeat 500 ms), the share group only on its records, after the group's
 share.record.lock.duration.ms (--lock-ms, 6000 by default, set with IncrementalAlterConfigs
 on the GROUP resource; the broker's group.share.min.record.lock.duration.ms lowered to
 1000 to allow small values); its share.session.timeout.ms stays at Kafka's 45 s, longer than
-the freeze, so the member is never evicted. With 3 members on 2 partitions Kafka's simple
+the freeze, so the member is never evicted. Records the frozen member holds keep the
+share-partition's start offset where it is, and a share-partition hands out records only
+up to share.partition.max.record.locks (2000) past its start offset: at 1,000 records/s per
+partition that window is full 2 s into a 6 s lock, and the others wait for the lock to
+expire (--max-locks raises it for the group). With 3 members on 2 partitions Kafka's simple
 assignor gives every partition to two share members, so freezing one leaves every partition
 with a consumer; the classic and consumer groups leave one member idle.
 
@@ -99,6 +103,7 @@ class Params:
     steady: float = 4.0  # seconds of steady consumption before the freeze
     after: float = 8.0  # seconds watched after SIGCONT
     lock_ms: int = 6000  # the share group's share.record.lock.duration.ms
+    max_locks: int | None = None  # its share.partition.max.record.locks (None: the broker's, 2000)
 
 
 def broker_overrides() -> dict[str, str]:
@@ -160,7 +165,9 @@ def frozen_part(bootstrap: str, workdir: Path, kind: str, tag: str, prm: Params,
     _create(bootstrap, topic, prm.partitions)
     if kind == "share":
         set_group_configs(bootstrap, group, {"share.record.lock.duration.ms": str(prm.lock_ms),
-                                             "share.auto.offset.reset": "earliest"})
+                                             "share.auto.offset.reset": "earliest",
+                                             **({"share.partition.max.record.locks": str(prm.max_locks)}
+                                                if prm.max_locks else {})})
     prod = Proc(workdir, f"{topic}-producer", "producer", bootstrap, topic, str(prm.partitions), str(prm.rate))
     if kind == "share":
         members = [_share_member(workdir, bootstrap, group, topic, f"{topic}-m{i + 1}") for i in range(3)]
@@ -293,7 +300,7 @@ def draw(last: dict[str, dict], path: Path, prm: Params, run_no: int) -> None:
     import matplotlib.pyplot as plt
 
     kinds = [k for k in KINDS if k in last]
-    fig, axes = plt.subplots(len(kinds), 1, figsize=(10, 3.0 * len(kinds) + 0.8), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(12, 2.9 * len(kinds) + 0.8), sharex=True, squeeze=False)
     binw, top = 0.5, prm.rate * 1.3
     titles = {"classic": "classic group", "consumer": "consumer group (KIP-848)", "share": "share group (KIP-932)"}
     for ax, kind in zip(axes[:, 0], kinds, strict=True):
@@ -311,15 +318,15 @@ def draw(last: dict[str, dict], path: Path, prm: Params, run_no: int) -> None:
         if kind == "share":
             ax.axvline(r["lock_ms"] / 1000, color="tab:orange", linestyle="--", linewidth=1,
                        label="record lock duration after the freeze")
-            extra = (f"; its {r['held']} unacknowledged records redelivered after {_fmt(r['held_first_s'])} s "
+            extra = (f"; the {r['held']} records it held went to others after {r['held_first_s'] or 0:.1f} s "
                      f"(delivery count {','.join(map(str, r['held_delivery_counts'])) or '-'})")
         ax.set_title(f"{titles[kind]}: longest pause of a partition {r['pause_s']:.1f} s, "
-                     f"{r['redelivered']:,} records redelivered{extra}", fontsize=9)
+                     f"{r['redelivered']:,} records consumed twice{extra}", fontsize=9)
         ax.set_ylabel("records/s consumed")
         ax.set_ylim(0, top)
         ax.set_xlim(-prm.steady, (f1 - f0) + prm.after * 0.9)
         ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=7, ncol=3, framealpha=0.8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     axes[-1, 0].set_xlabel("seconds since the member was frozen (SIGSTOP)")
     fig.suptitle(f"Krait: one of 3 members frozen — {prm.partitions} partitions, {prm.rate:,} records/s "
                  f"(run {run_no}, {binw:g} s bins)", fontsize=11)
@@ -334,21 +341,23 @@ def render(runs: dict[str, list[dict]], prm: Params, n_runs: int, elapsed: float
     commit = git("rev-parse", "--short", "HEAD")
     dirty = " (+ uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     kinds = [k for k in KINDS if runs.get(k)]
-    out = [f"## {_dt.datetime.now():%Y-%m-%d %H:%M} — a frozen member: classic, consumer and share groups "
+    groups = ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1]
+    out = [f"## {_dt.datetime.now():%Y-%m-%d %H:%M} — a frozen member: {groups} group{'s' if len(kinds) > 1 else ''} "
            f"(`bench/frozen_member_bench.py`), commit {commit}{dirty}", "",
            f"- machine: {machine()}; broker, producer and every member share the cores; `uptime` at start: "
            f"{loads[0]}; at end: {loads[1]} (other work on the machine skews results)",
            f"- {n_runs} run(s), a fresh broker each, took {elapsed / 60:.1f} min; median (every run's value); "
            f"client confluent-kafka {ck_version()} (librdkafka's Consumer and ShareConsumer), each member and the "
            f"producer ({prm.rate:,} records/s of 100 B over {prm.partitions} partitions, acks=all) in its own "
-           f"process; the bound is the client side (Python members, about 0.1 core each at this rate), not the "
-           f"broker",
+           f"process; the producer sets the pace: the figures are timings (session timeouts, the record "
+           f"lock), not throughput, and no side's CPU bounds them",
            f"- one of 3 members frozen (SIGSTOP) for {prm.freeze:g} s right after it was handed records; watched "
            f"until {prm.after / 2:g} s after SIGCONT",
            "- broker overrides: " + ", ".join(f"{k}={v}" for k, v in broker_overrides().items()),
            *(f"- {k} members: " + ", ".join(f"{a}={b}" for a, b in CLIENT_CONF[k].items())
              + ", auto.offset.reset=earliest, enable.auto.commit=true (default)" for k in kinds if k != "share"),
-           f"- share group: share.record.lock.duration.ms={prm.lock_ms}, share.auto.offset.reset=earliest "
+           f"- share group: share.record.lock.duration.ms={prm.lock_ms}, share.auto.offset.reset=earliest, "
+           f"share.partition.max.record.locks={prm.max_locks or 'the broker default (2000)'} "
            f"(group configs), share.session.timeout.ms 45000 (Kafka's default); members "
            f"share.acknowledgement.mode=implicit, commit_sync() after every poll()", "",
            "| metric | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
@@ -369,11 +378,18 @@ def render(runs: dict[str, list[dict]], prm: Params, n_runs: int, elapsed: float
     out += ["", "Pauses: the longest gap between two deliveries of a partition's records (to any member), from "
             f"the freeze until {prm.after / 2:g} s after SIGCONT; “… while frozen” counts only the freeze. The "
             "classic and consumer groups stop consuming the frozen member's partition until its session times "
-            "out and a rebalance moves it; the share group's other members go on with every partition, and the "
-            "frozen member's records come back once their locks expire.", ""]
+            "out and a rebalance moves it; the share group's other members go on with every partition until "
+            "share.partition.max.record.locks records past the frozen member's are in flight, and its records "
+            "come back once their locks expire.", ""]
     if png:
         out += [f"Timeline of the last run: `{png.relative_to(ROOT) if png.is_relative_to(ROOT) else png}`.", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def redraw(json_path: str, png: str, prm: Params) -> None:
+    """Draw a --json-out file's last run again (after a change to the drawing)."""
+    runs = json.loads(Path(json_path).read_text())
+    draw({k: rs[-1] for k, rs in runs.items() if rs}, Path(png), prm, max(len(rs) for rs in runs.values()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=2000, help="records/s produced")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--lock-ms", type=int, default=6000, help="the share group's share.record.lock.duration.ms")
+    ap.add_argument("--max-locks", type=int, default=None,
+                    help="the share group's share.partition.max.record.locks (default: the broker's, 2000)")
     ap.add_argument("--steady", type=float, default=4.0)
     ap.add_argument("--after", type=float, default=8.0)
     ap.add_argument("--kinds", default=",".join(KINDS))
@@ -392,12 +410,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--no-results-file", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one short run (smoke test): frozen 5 s, lock 2 s")
+    ap.add_argument("--redraw", metavar="JSON", help="only draw --png again from a --json-out file (same options)")
     args = ap.parse_args(argv)
     if args.quick:
         args.runs, args.freeze, args.lock_ms, args.steady, args.after = 1, 5.0, 2000, 1.0, 3.0
     prm = Params(rate=args.rate, partitions=args.partitions, freeze=args.freeze, steady=args.steady,
-                 after=args.after, lock_ms=args.lock_ms)
+                 after=args.after, lock_ms=args.lock_ms, max_locks=args.max_locks)
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.redraw:
+        redraw(args.redraw, args.png, prm)
+        return 0
 
     def log(msg: str) -> None:
         print(f"[{_dt.datetime.now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
