@@ -15,8 +15,8 @@ from the start (share.auto.offset.reset=earliest, set as a group config). Measur
 first record any member received to the last one: records/s; the broker's CPU seconds per
 million records over that span (user + system of the broker process, psutil's reading of
 /proc, sampled every 0.1 s, as bench/ab_brokers.py reads it) and its CPU %; the members'
-CPU % together (out of 100 per core), which tells whether the clients or the broker were
-the bound. Median over --runs, with every run's value; printed and appended to
+CPU % together (out of 100 per core) and the whole machine's busy % (others' work included),
+which tell whether the clients, the broker or the shared cores were the bound. Median over --runs, with every run's value; printed and appended to
 bench/RESULTS.md.
 """
 
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from cluster_common import machine_busy_seconds, wait_quiet  # noqa: E402
 from frozen_member_bench import SHARE_OVERRIDES, set_group_configs  # noqa: E402
 from peers import git  # noqa: E402
 from report import RESULTS, append_results, ck_version, machine  # noqa: E402
@@ -83,24 +84,30 @@ class Drain:
 
 
 class CpuSampler:
-    """(t, CPU seconds) of some processes every 0.1 s, on a thread."""
+    """(t, CPU seconds) of some processes (no pids: the whole machine's busy seconds) every
+    0.1 s, on a thread."""
 
-    def __init__(self, pids: list[int]):
-        self.cpus = [BrokerCpu(p) for p in pids]
+    def __init__(self, pids: list[int] | None):
+        self.cpus = [BrokerCpu(p) for p in pids] if pids is not None else None
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
+    def _read(self) -> float:
+        if self.cpus is None:
+            return machine_busy_seconds()
+        return sum(c.seconds() or 0.0 for c in self.cpus)
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((mono(), sum(c.seconds() or 0.0 for c in self.cpus)))
+            self.samples.append((mono(), self._read()))
             self._stop.wait(0.1)
 
     def stop(self) -> None:
         self._stop.set()
         self._t.join(2)
-        self.samples.append((mono(), sum(c.seconds() or 0.0 for c in self.cpus)))
+        self.samples.append((mono(), self._read()))
 
     def between(self, t0: float, t1: float) -> float:
         """CPU seconds from the last sample at or before t0 to the first at or after t1."""
@@ -112,6 +119,7 @@ class CpuSampler:
 def drain_part(broker: BrokerProcess, workdir: Path, topic: str, records: int, kind: str, n: int, tag: str,
                log=print) -> dict:
     group = f"{kind}-{n}-{tag}"
+    wait_quiet(10)  # start between other work's bursts on a shared machine
     if kind == "share":
         set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
     members = [Drain(workdir, broker.bootstrap, group, topic, kind, f"{group}-m{i + 1}") for i in range(n)]
@@ -122,6 +130,7 @@ def drain_part(broker: BrokerProcess, workdir: Path, topic: str, records: int, k
                 raise RuntimeError(f"{group}: a member did not start")
         t_ready = mono()
         client_cpu = CpuSampler([m.p.pid for m in members])
+        machine_cpu = CpuSampler(None)
         deadline = mono() + max(60.0, records / 5000)
         while sum(m.n for m in members) < records:
             if mono() > deadline:
@@ -133,6 +142,7 @@ def drain_part(broker: BrokerProcess, workdir: Path, topic: str, records: int, k
         for m in members:
             m.stop()
     client_cpu.stop()
+    machine_cpu.stop()
     t0 = min(m.first for m in members if m.first)
     t1 = max(m.last for m in members)
     span = t1 - t0
@@ -143,11 +153,13 @@ def drain_part(broker: BrokerProcess, workdir: Path, topic: str, records: int, k
     res = {"kind": kind, "members": n, "records": got, "seconds": span, "records_per_sec": records / span,
            "cpu_s_per_mrec": bcpu / (records / 1e6), "broker_cpu_pct": 100 * bcpu / (t1 - t_ready),
            "client_cpu_pct": 100 * client_cpu.between(t_ready, t1) / (t1 - t_ready),
+           "machine_cpu_pct": 100 * machine_cpu.between(t_ready, t1) / (t1 - t_ready),
            "first_record_s": t0 - t_ready,
            "members_with_records": sum(1 for m in members if m.n)}
     log(f"{kind} x{n}: first record {res['first_record_s']:.2f} s after the members started, then "
         f"{res['records_per_sec']:,.0f} records/s, broker {res['cpu_s_per_mrec']:.2f} CPU-s/M "
-        f"({res['broker_cpu_pct']:.0f} %), members {res['client_cpu_pct']:.0f} %, {got:,} records "
+        f"({res['broker_cpu_pct']:.0f} %), members {res['client_cpu_pct']:.0f} %, machine "
+        f"{res['machine_cpu_pct']:.0f} %, {got:,} records "
         f"({res['members_with_records']} members got some)")
     return res
 
@@ -174,21 +186,25 @@ def render(runs: dict[tuple[str, int], list[dict]], args, elapsed: float, loads:
            "- records/s and CPU over the span from the first record any member received to the last; broker "
            "CPU-s/M = the broker process's user + system CPU seconds per million records; CPU % out of "
            f"{100 * cores} ({cores} cores)", "",
-           "| group | members | records/s | broker CPU-s/M records | broker CPU % | members' CPU % |",
-           "|---|---:|---:|---:|---:|---:|"]
+           "| group | members | records/s | broker CPU-s/M records | broker CPU % | members' CPU % | machine busy % |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for (kind, n), rs in runs.items():
         out.append(f"| {kind} | {n} | {_med(rs, 'records_per_sec', ',.0f')} | {_med(rs, 'cpu_s_per_mrec', '.2f')} | "
-                   f"{_med(rs, 'broker_cpu_pct', '.0f')} | {_med(rs, 'client_cpu_pct', '.0f')} |")
+                   f"{_med(rs, 'broker_cpu_pct', '.0f')} | {_med(rs, 'client_cpu_pct', '.0f')} | "
+                   f"{_med(rs, 'machine_cpu_pct', '.0f')} |")
     bound = []
     for (kind, n), rs in runs.items():
         if rs:
             b = statistics.median(r["broker_cpu_pct"] for r in rs)
             c = statistics.median(r["client_cpu_pct"] for r in rs)
-            who = "broker" if b >= 85 else ("members" if c >= 85 * min(n, cores) or b + c >= 85 * cores
-                                            else "neither saturated (round trips)")
+            m = statistics.median(r["machine_cpu_pct"] for r in rs)
+            who = ("broker" if b >= 85 else "members" if c >= 85 * min(n, cores)
+                   else "the machine's cores (shared with other work)" if m >= 85 * cores
+                   else "neither saturated (round trips)")
             bound.append(f"{kind} x{n}: {who}")
-    out += ["", "Bound (broker ≥ 85 % of a core → broker; members near their cores or the machine full → "
-            "members): " + "; ".join(bound) + ".", ""]
+    out += ["", "Bound (broker ≥ 85 % of a core → broker; members ≥ 85 % of their cores → members; the "
+            "machine ≥ 85 % busy → its cores; else neither): " + "; ".join(bound) + ". Each measurement waits "
+            "(up to 10 s) for the machine to be below 25 % busy before its members start.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
