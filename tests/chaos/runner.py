@@ -185,30 +185,42 @@ def _create_topic(bootstrap: str, rf: int, topic: str = TOPIC, partitions: int =
 
 
 def _set_share_group_configs(cluster: ChaosCluster) -> None:
-    """SHARE_GROUP_CONFIGS on the share group, sent to every broker: librdkafka's admin
-    client has no GROUP config resource (type 32), and a broker keeps group configs in its
-    own metadata document, so each broker that may lead a share-partition is told."""
+    """SHARE_GROUP_CONFIGS on the share group (through the wire client: librdkafka's admin
+    client has no GROUP config resource, type 32), then until every broker reports them:
+    group configs reach the other brokers through ZooKeeper's change notification, and a
+    share-partition led by a broker that had not seen them yet would start at the log end."""
     from broker.tools.wire import WireClient
     from protocol.apis import ApiKey
 
     from .workload import SHARE_GROUP
 
+    def ask(i: int, api: int, version: int, **fields):
+        with WireClient(cluster.brokers[i].node.host, cluster.ports[i], timeout=15) as w:
+            return w.request(api, version, **fields)
+
     configs = [dict(name=k, config_operation=0, value=v) for k, v in SHARE_GROUP_CONFIGS.items()]
-    for i, b in cluster.brokers.items():
+    first = min(cluster.brokers)
+    for i in sorted(cluster.brokers, key=lambda i: i != first):
         deadline = time.monotonic() + 30
         while True:
             try:
-                with WireClient(b.node.host, cluster.ports[i], timeout=15) as w:
-                    res = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
+                if i == first:
+                    res = ask(i, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
                         resource_type=32, resource_name=SHARE_GROUP, configs=configs)]).responses[0]
-                if res.error_code == 0:
-                    break
-                err = f"error {res.error_code}: {res.error_message}"
+                    done, err = res.error_code == 0, f"error {res.error_code}: {res.error_message}"
+                else:
+                    res = ask(i, ApiKey.DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
+                              resources=[dict(resource_type=32, resource_name=SHARE_GROUP,
+                                              configuration_keys=list(SHARE_GROUP_CONFIGS))]).results[0]
+                    seen = {c.name: c.value for c in res.configs}
+                    done, err = seen == SHARE_GROUP_CONFIGS, f"b{i} reports {seen}"
             except Exception as exc:
-                err = str(exc)
+                done, err = False, str(exc)
+            if done:
+                break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"share group configs refused by b{i}: {err}")
-            time.sleep(1)
+                raise RuntimeError(f"share group configs not in force on b{i}: {err}")
+            time.sleep(0.5)
 
 
 def _wait_isr(cluster: ChaosCluster, timeout: float) -> dict[str, list[int]]:
