@@ -1,16 +1,21 @@
 """A consumer-group member run as its own process, so tests can SIGKILL it (no LeaveGroup).
 
-Prints JSON lines: {"assigned": [...]} on every assignment change and
-{"msg": [partition, offset, value]} per record (after committing it synchronously).
+Prints JSON lines: {"assigned": [...]} on every assignment change,
+{"msg": [partition, offset, value]} per record (after committing it synchronously), and
+{"closing": true} / {"closed": true} around close().
 """
 
+import faulthandler
 import json
+import signal
 import sys
 
 from confluent_kafka import Consumer
 
 
 def main() -> None:
+    # SIGUSR1 prints every thread's stack (the test asks for it when the worker does not stop)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     bootstrap, group, topic, strategy, name = sys.argv[1:6]
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
@@ -51,7 +56,9 @@ def main() -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        print(json.dumps({"closing": True}), flush=True)
         c.close()  # sends LeaveGroup
+        print(json.dumps({"closed": True}), flush=True)
 
 
 if __name__ == "__main__":

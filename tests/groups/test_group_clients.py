@@ -25,6 +25,8 @@ class Worker:
                                      stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
         self.assigned: list[int] = []
         self.msgs: list[tuple[int, int, str]] = []
+        #: the close steps the worker reported ("closing", "closed")
+        self.steps: list[str] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -35,12 +37,23 @@ class Worker:
             with self.lock:
                 if "assigned" in ev:
                     self.assigned = ev["assigned"]
-                else:
+                elif "msg" in ev:
                     self.msgs.append(tuple(ev["msg"]))
+                else:
+                    self.steps.extend(ev)
 
     def close(self):
         self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(30)
+        try:
+            # a quiet run takes well under a second; three full-suite runs saw more than 30 s
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            # where it hangs: its threads' stacks go to the test's captured stderr
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            self.proc.kill()
+            raise AssertionError(f"{self.name} did not stop within 60 s of SIGINT; close steps seen: "
+                                 f"{self.steps}") from None
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
