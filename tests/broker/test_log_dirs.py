@@ -181,7 +181,9 @@ def test_move_while_producing_loses_no_acked_record(two_dirs):
     topic = _topic("busy")
     with AdminClient(bp.bootstrap) as admin:
         admin.create_topic(topic, 1, 1, {"segment.bytes": str(4 << 20)})
-        acked = _produce(bp.bootstrap, topic, 12_000, size=1000)  # ~12 MB: copied in passes on a thread
+        # ~30 MB, copied in passes on a thread: long enough for DescribeLogDirs to catch the
+        # future replica (12 MB was copied before the first describe in one CI run)
+        acked = _produce(bp.bootstrap, topic, 30_000, size=1000)
         source, _ = _replica_dir(admin, topic)
         dest = b if source == a else a
         more: list = []
@@ -206,8 +208,8 @@ def test_move_while_producing_loses_no_acked_record(two_dirs):
     assert seen_future
     assert len(more) == 3000
     everything = sorted(acked + more)
-    assert [o for o, _ in everything] == list(range(15_000))
-    assert _consume(bp.bootstrap, topic, 15_000, timeout=60) == everything
+    assert [o for o, _ in everything] == list(range(33_000))
+    assert _consume(bp.bootstrap, topic, 33_000, timeout=60) == everything
 
 
 def test_alter_replica_log_dirs_errors(two_dirs):

@@ -16,6 +16,11 @@ from confluent_kafka import Consumer
 def main() -> None:
     # SIGUSR1 prints every thread's stack (the test asks for it when the worker does not stop)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # SIGINT must raise KeyboardInterrupt even when this process was started with SIGINT
+    # ignored: Python keeps an inherited SIG_IGN and then installs no handler, and the
+    # parallel suite's worker processes run with SIGINT ignored, so a stop request was lost
+    # and the member kept polling (seen in CI: still in poll() 60 s after SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     bootstrap, group, topic, strategy, name = sys.argv[1:6]
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
