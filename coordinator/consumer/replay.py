@@ -12,7 +12,7 @@ groups, or a loading partition's.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from coordinator.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -126,16 +126,22 @@ def _group_metadata(groups: GroupSource, gid: str, value: object | None) -> None
     groups.remove(gid)
 
 
+def remove_member(group: Any, mid: str) -> None:
+    """A member metadata tombstone (consumer and share groups alike): the member goes, which
+    its current and target assignments must already have done."""
+    member = group.members.get(mid)
+    if member is None:
+        return
+    if member.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+        raise ReplayError(f"group {group.group_id}: member {mid} deleted before its current assignment")
+    if mid in group.target_assignment:
+        raise ReplayError(f"group {group.group_id}: member {mid} deleted before its target assignment")
+    group.remove_member(mid)
+
+
 def _member_metadata(group: ConsumerGroup, mid: str, value: object | None) -> None:
     if value is None:
-        member = group.members.get(mid)
-        if member is None:
-            return
-        if member.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
-            raise ReplayError(f"group {group.group_id}: member {mid} deleted before its current assignment")
-        if mid in group.target_assignment:
-            raise ReplayError(f"group {group.group_id}: member {mid} deleted before its target assignment")
-        group.remove_member(mid)
+        remove_member(group, mid)
         return
     v = value_as(value, MemberMetadataValue)
     old = group.members.get(mid) or ConsumerGroupMember(mid)

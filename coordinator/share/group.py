@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from coordinator.consumer.assignors.api import Assignment
-from coordinator.consumer.group import MemberState, TopicMetadata, normalized
+from coordinator.consumer.group import LEAVE_GROUP_MEMBER_EPOCH, MemberState, TopicMetadata, normalized
 from coordinator.group import GroupBase
 
 __all__ = [
@@ -38,8 +38,6 @@ __all__ = [
 
 #: what ListGroups shows as a share group's protocol type (Kafka's ShareGroup.PROTOCOL_TYPE)
 SHARE_PROTOCOL_TYPE = "share"
-#: ShareGroupHeartbeat's member epoch for leaving (share groups have no static members)
-LEAVE_GROUP_MEMBER_EPOCH = -1
 
 
 class ShareGroupState(enum.Enum):

@@ -17,7 +17,7 @@ from coordinator.consumer.records import (
     PartitionMetadataValue,
     TargetAssignmentValue,
 )
-from coordinator.consumer.replay import ReplayError, value_as
+from coordinator.consumer.replay import ReplayError, remove_member, value_as
 from coordinator.share.group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareGroupMember
 from coordinator.share.records import (
     CURRENT_MEMBER_ASSIGNMENT,
@@ -116,14 +116,7 @@ def _group_metadata(groups: ShareGroupSource, gid: str, value: object | None) ->
 
 def _member_metadata(group: ShareGroup, mid: str, value: object | None) -> None:
     if value is None:
-        member = group.members.get(mid)
-        if member is None:
-            return
-        if member.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
-            raise ReplayError(f"group {group.group_id}: member {mid} deleted before its current assignment")
-        if mid in group.target_assignment:
-            raise ReplayError(f"group {group.group_id}: member {mid} deleted before its target assignment")
-        group.remove_member(mid)
+        remove_member(group, mid)
         return
     v = value_as(value, ShareMemberMetadataValue)
     old = group.members.get(mid) or ShareGroupMember(mid)
