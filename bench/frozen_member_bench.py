@@ -77,8 +77,7 @@ from consumer_protocol_bench import (  # noqa: E402
 from peers import git  # noqa: E402
 from report import RESULTS, append_results, ck_version, machine  # noqa: E402
 
-from broker.tools.wire import WireClient  # noqa: E402
-from protocol.apis import ApiKey  # noqa: E402
+from broker.tools.admin_client import RESOURCE_GROUP, AdminClient  # noqa: E402
 from tests.krait_harness import BrokerProcess  # noqa: E402
 
 SHARE_CLIENTS = ROOT / "bench" / "share_clients.py"
@@ -111,15 +110,10 @@ def broker_overrides() -> dict[str, str]:
 
 
 def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    """IncrementalAlterConfigs (SET) on a GROUP resource (type 32; librdkafka's admin client
-    has no such type)."""
-    host, port = bootstrap.rsplit(":", 1)
-    with WireClient(host, int(port), timeout=15) as w:
-        r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
-            resource_type=32, resource_name=group,
-            configs=[dict(name=k, config_operation=0, value=v) for k, v in configs.items()])])
-        if r.responses[0].error_code:
-            raise RuntimeError(f"group config {configs}: {r.responses[0].error_message}")
+    """IncrementalAlterConfigs (SET) on a GROUP resource (librdkafka's admin client has no
+    such type)."""
+    with AdminClient(bootstrap) as admin:
+        admin.incremental_alter_configs(RESOURCE_GROUP, group, configs)
 
 
 def _share_member(workdir: Path, bootstrap: str, group: str, topic: str, name: str) -> Proc:

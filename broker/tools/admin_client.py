@@ -44,6 +44,7 @@ __all__ = [
     "EARLIEST",
     "RESOURCE_TOPIC",
     "RESOURCE_BROKER",
+    "RESOURCE_GROUP",
     "decode_assignment",
     "format_uuid",
 ]
@@ -55,6 +56,7 @@ EARLIEST = -2
 #: DescribeConfigs / IncrementalAlterConfigs resource types and operations
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 OP_SET = 0
 OP_DELETE = 1
 #: ConfigSource.DEFAULT_CONFIG

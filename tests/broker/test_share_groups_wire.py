@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.tools.admin_client import RESOURCE_GROUP, AdminClient
 from broker.tools.wire import WireClient
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode as E
@@ -153,10 +154,9 @@ def _records(n: int) -> bytes:
     return bytes(build_batch([(None, b"x%d" % i) for i in range(n)]))
 
 
-def _set_group_config(w: WireClient, group: str, key: str, value: str) -> None:
-    r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
-        resource_type=32, resource_name=group, configs=[dict(name=key, config_operation=0, value=value)])])
-    assert r.responses[0].error_code == E.none, r.responses[0].error_message
+def _set_group_config(broker, group: str, key: str, value: str) -> None:
+    with AdminClient(broker.bootstrap) as admin:  # raises if refused
+        admin.incremental_alter_configs(RESOURCE_GROUP, group, {key: value})
 
 
 def test_group_configs_set_the_heartbeat_interval(broker) -> None:
@@ -165,11 +165,11 @@ def test_group_configs_set_the_heartbeat_interval(broker) -> None:
     with WireClient("127.0.0.1", broker.port, timeout=15, negotiate=False) as w:
         topic = _topic(w, 1)
         share, other = f"sg-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
-        _set_group_config(w, share, "share.heartbeat.interval.ms", "7000")
+        _set_group_config(broker, share, "share.heartbeat.interval.ms", "7000")
         assert _hb(w, share, str(uuid.uuid4()), 0, [topic]).heartbeat_interval.total_seconds() == 7
         assert _hb(w, other, str(uuid.uuid4()), 0, [topic]).heartbeat_interval.total_seconds() == 5
         consumer = f"cg-{uuid.uuid4().hex[:8]}"
-        _set_group_config(w, consumer, "consumer.heartbeat.interval.ms", "6000")
+        _set_group_config(broker, consumer, "consumer.heartbeat.interval.ms", "6000")
         r = w.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, group_id=consumer, member_id=str(uuid.uuid4()),
                       member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout=30000,
                       subscribed_topic_names=[topic], server_assignor=None, topic_partitions=[])

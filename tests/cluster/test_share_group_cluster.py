@@ -83,22 +83,17 @@ def test_share_group_survives_leader_and_share_coordinator_sigkill(tmp_path, zk_
 def test_group_configs_are_the_clusters(tmp_path, zk_connect):
     """A group config set through one broker is in force on every broker: group configs live
     in ZooKeeper (/config/groups/<group>), and the others follow its change notification."""
-    from broker.tools.wire import WireClient
-    from protocol.apis import ApiKey
+    from broker.tools.admin_client import RESOURCE_GROUP, AdminClient
 
     def describe(broker_id: int) -> dict[str, tuple[str, int]]:
-        with WireClient("127.0.0.1", cl.brokers[broker_id].port, timeout=10) as w:
-            r = w.request(ApiKey.DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
-                          resources=[dict(resource_type=32, resource_name="g-cfg",
-                                          configuration_keys=["share.auto.offset.reset"])])
-        return {c.name: (c.value, c.config_source) for c in r.results[0].configs}
+        # one broker's own answer: the admin client bootstraps from that broker only
+        with AdminClient(f"127.0.0.1:{cl.brokers[broker_id].port}") as admin:
+            configs = admin.describe_configs(RESOURCE_GROUP, "g-cfg", ["share.auto.offset.reset"])
+        return {c.name: (c.value, c.config_source) for c in configs}
 
     with Cluster(tmp_path, zk_connect) as cl:
-        with WireClient("127.0.0.1", cl.brokers[1].port, timeout=10) as w:
-            r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
-                resource_type=32, resource_name="g-cfg", configs=[dict(
-                    name="share.auto.offset.reset", config_operation=0, value="earliest")])])
-            assert r.responses[0].error_code == 0, r.responses[0].error_message
+        with AdminClient(f"127.0.0.1:{cl.brokers[1].port}") as admin:  # raises if refused
+            admin.incremental_alter_configs(RESOURCE_GROUP, "g-cfg", {"share.auto.offset.reset": "earliest"})
         for b in (1, 2, 3):
             # 8: DYNAMIC_GROUP_CONFIG
             wait_for(lambda b=b: describe(b) == {"share.auto.offset.reset": ("earliest", 8)}, 15,

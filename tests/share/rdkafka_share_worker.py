@@ -27,16 +27,11 @@ def main() -> None:
     earliest = len(sys.argv) > 6 and sys.argv[6] == "earliest"
     if earliest:
         # librdkafka's ConfigResource has no GROUP type (its GROUP is the ACL resource's 3,
-        # not the config resource's 32): the wire client sets the group config
-        from broker.tools.wire import WireClient
-        from protocol.apis import ApiKey
+        # not the config resource's 32): Krait's admin client sets the group config
+        from broker.tools.admin_client import RESOURCE_GROUP, AdminClient
 
-        host, port = bootstrap.rsplit(":", 1)
-        with WireClient(host, int(port), timeout=15) as w:
-            r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
-                resource_type=32, resource_name=group, configs=[dict(
-                    name="share.auto.offset.reset", config_operation=0, value="earliest")])])
-            assert r.responses[0].error_code == 0, r.responses[0].error_message
+        with AdminClient(bootstrap) as admin:
+            admin.incremental_alter_configs(RESOURCE_GROUP, group, {"share.auto.offset.reset": "earliest"})
     explicit = mode == "explicit"
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                        "share.acknowledgement.mode": mode, "log_level": 3})

@@ -10,16 +10,9 @@ import uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.tools.wire import WireClient
-from protocol.apis import ApiKey
+from broker.tools.admin_client import RESOURCE_GROUP
+from broker.tools.admin_client import AdminClient as KraitAdmin
 from tests.share.share_members import Member
-
-
-def _set(broker, group: str, key: str, value: str) -> None:
-    with WireClient("127.0.0.1", broker.port, timeout=10) as w:
-        r = w.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[dict(
-            resource_type=32, resource_name=group, configs=[dict(name=key, config_operation=0, value=value)])])
-    assert r.responses[0].error_code == 0, r.responses[0].error_message
 
 
 def test_read_committed_share_group_skips_aborted_transactions(fresh_broker):
@@ -42,7 +35,8 @@ def test_read_committed_share_group_skips_aborted_transactions(fresh_broker):
     plain.produce(topic, b"plain", partition=0)
     assert plain.flush(10) == 0
 
-    _set(b, "rc", "share.isolation.level", "read_committed")
+    with KraitAdmin(b.bootstrap) as krait_admin:  # raises if refused
+        krait_admin.incremental_alter_configs(RESOURCE_GROUP, "rc", {"share.isolation.level": "read_committed"})
     committed = Member(None, b.bootstrap, "rc", topic, idle_exit_ms=3000)
     uncommitted = Member(None, b.bootstrap, "ru", topic, idle_exit_ms=3000)
     committed.wait()
