@@ -54,7 +54,7 @@ class Broker:
         self.port = _free_port()
         self.proc = spawn(
             [sys.executable, "-m", "broker", "--override", f"log.dirs={self.dir}", "--override",
-             f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", "krait.http.listener=",
+             f"listeners=PLAINTEXT://127.0.0.1:{self.port}", "--override", "krait.http.listener=", "--override", "krait.schema.registry.listener=",
              "--log-level", "WARNING"],
             cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

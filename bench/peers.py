@@ -94,7 +94,7 @@ class Krait(BrokerKind):
     def command(self, port, data_dir):
         return [PY, "-m", "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                 "--override", f"log.dirs={data_dir}", "--override", "group.initial.rebalance.delay.ms=0",
-                "--override", "krait.http.listener=", "--log-level", "WARNING"]
+                "--override", "krait.http.listener=", "--override", "krait.schema.registry.listener=", "--log-level", "WARNING"]
 
     def version(self):
         return f"krait {git('rev-parse', '--short', 'HEAD')}"

@@ -138,7 +138,7 @@ def start_broker(log_dir: str) -> tuple[subprocess.Popen, str] | str:
     krait = os.path.join(os.path.dirname(sys.executable), "krait")
     proc = spawn([krait, "serve", "--override", f"log.dirs={log_dir}",
                              "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", "krait.http.listener="],
+                   "--override", "krait.http.listener=", "--override", "krait.schema.registry.listener="],
                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 20
     while time.time() < deadline:

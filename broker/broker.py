@@ -23,6 +23,7 @@ from protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from protocol.produce_codec import decode_produce_request
 from storage.manager import LogManager
 
+from .cluster import zk_layout
 from .cluster.node import ClusterNode
 from .config import BrokerConfig, ConfigError, new_cluster_id
 from .config_admin import ConfigAdmin
@@ -36,6 +37,7 @@ from .log_dirs import LogDirs
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdManager
 from .replica.manager import ReplicaManager
+from .schema_registry.rest import RegistryListener, start_registry
 from .security.authorizer import Authorizer, authorizer_from_configs
 from .security.listeners import ConnectionLimits, listener_security
 from .security.quotas import QuotaManager
@@ -112,6 +114,8 @@ class Broker:
         self.metrics = BrokerMetrics()
         #: krait.http.listener: /metrics, /healthz, /readyz (None when disabled)
         self.http: HttpListener | None = None
+        #: krait.schema.registry.listener: the Schema Registry's REST API (None when disabled)
+        self.schema_registry: RegistryListener | None = None
         #: the Kafka listeners are open (for /readyz)
         self.serving = False
         #: encoded Metadata bodies by (version, requested topics), for one registry version
@@ -144,7 +148,10 @@ class Broker:
         self.open_storage()
         try:
             self.http = await start_http(self)  # a taken port stops start-up here
+            self.schema_registry = await start_registry(self)
         except BaseException:
+            if self.http is not None:
+                await self.http.stop()
             self.logs.shutdown()
             raise
         self._join_cluster()
@@ -197,6 +204,9 @@ class Broker:
         self.replication = self.cluster.replication
         self.replication.metrics = self.metrics
         self.topics.cluster = self.cluster
+        if self.schema_registry is not None:  # other brokers forward registry writes to it
+            self.cluster.membership.extra_registration[zk_layout.SCHEMA_REGISTRY_URL] = \
+                self.schema_registry.advertised_url()
         self.producer_ids.fetch_block = self.cluster.allocate_producer_ids
         try:
             cluster_id = self.cluster.start(self.registry.cluster_id, cfg["cluster.id"] or new_cluster_id())
@@ -292,6 +302,8 @@ class Broker:
             self.log_dirs_admin.stopping = True
         for s in self._servers:
             s.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         for t in self._timers:
             t.cancel()
         if self.replicas is not None:

@@ -241,6 +241,17 @@ _SERVER_KEYS: tuple[ConfigKey, ...] = (
               "host:port of /metrics, /healthz and /readyz (empty disables it)"),
     ConfigKey("krait.log.format", STRING, "text", OneOf(("text", "json")), MEDIUM, READ_ONLY,
               "log lines as text or JSON lines"),
+    # --- the built-in Schema Registry (Confluent's REST API v1)
+    ConfigKey("krait.schema.registry.listener", STRING, "127.0.0.1:8081", None, MEDIUM, READ_ONLY,
+              "host:port (http://, https://) of the Schema Registry's REST API (empty disables it)"),
+    ConfigKey("krait.schema.registry.topic", STRING, "_schemas", None, LOW, READ_ONLY,
+              "the compacted topic that stores the registry (Confluent's kafkastore.topic)"),
+    ConfigKey("krait.schema.registry.compatibility.level", STRING, "BACKWARD",
+              OneOf(("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+                     "FULL_TRANSITIVE")), MEDIUM, READ_ONLY,
+              "the compatibility level of subjects without one (Confluent's schema.compatibility.level)"),
+    ConfigKey("krait.schema.registry.timeout.ms", INT, "10000", AtLeast(1), LOW, READ_ONLY,
+              "how long a registry write waits for the schema store to replicate it"),
 )
 
 

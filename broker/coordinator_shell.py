@@ -245,12 +245,12 @@ def with_error(resp: Any, code: ErrorCode) -> Any:
     return dataclasses.replace(resp, **changes) if changes else resp
 
 
-def read_partition(plog: PartitionLog, end: int | None = None) -> Iterator[LoadItem]:
-    """What a coordinator replays from its internal topic, up to ``end`` (default: the high
-    watermark): (offset, key, value, producer id, transactional) per record, and a
-    TxnMarker per COMMIT/ABORT control batch. A damaged batch is logged and skipped: it
-    must never stop the broker."""
-    offset = plog.log_start_offset
+def read_partition(plog: PartitionLog, end: int | None = None, start: int | None = None) -> Iterator[LoadItem]:
+    """What a coordinator replays from its internal topic, from ``start`` (default: the log
+    start) up to ``end`` (default: the high watermark): (offset, key, value, producer id,
+    transactional) per record, and a TxnMarker per COMMIT/ABORT control batch. A damaged
+    batch is logged and skipped: it must never stop the broker."""
+    offset = plog.log_start_offset if start is None else max(start, plog.log_start_offset)
     end = plog.high_watermark if end is None else end
     while offset < end:
         region = plog.read(offset, 8 << 20, max_offset=end)

@@ -228,12 +228,15 @@ def _listens(port: int) -> bool:
         return False
 
 
-def broker_settings(root: Path, node_id: int, port: int, zk_port: int, http_port: int = 0) -> list[str]:
+def broker_settings(root: Path, node_id: int, port: int, zk_port: int, http_port: int = 0,
+                    registry_port: int = 0) -> list[str]:
     """The broker's --override key=value settings (``http_port``: its metrics and health
-    listener, 0 for none)."""
+    listener, ``registry_port``: its Schema Registry; 0 for none)."""
     http = f"{HOST}:{http_port}" if http_port else ""
+    registry = f"{HOST}:{registry_port}" if registry_port else ""
     return [f"node.id={node_id}", f"listeners=PLAINTEXT://{HOST}:{port}", f"log.dirs={root / f'broker-{node_id}'}",
-            f"zookeeper.connect={HOST}:{zk_port}{CHROOT}", f"krait.http.listener={http}"]
+            f"zookeeper.connect={HOST}:{zk_port}{CHROOT}", f"krait.http.listener={http}",
+            f"krait.schema.registry.listener={registry}"]
 
 
 def running_broker(root: Path, node_id: int, settings: list[str]) -> int | None:
@@ -281,7 +284,8 @@ def start(args: argparse.Namespace) -> int:
     running, to_start = {}, {}
     for node_id, port in ports.items():
         settings = broker_settings(root, node_id, port, args.zk_port,
-                                   args.http_port + node_id - 1 if args.http_port else 0)
+                                   args.http_port + node_id - 1 if args.http_port else 0,
+                                   args.registry_port + node_id - 1 if args.registry_port else 0)
         pid = running_broker(root, node_id, settings)
         if pid is not None:
             running[node_id] = pid
@@ -350,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--zk-port", type=int, default=2181, help="ZooKeeper's client port (default 2181)")
     s.add_argument("--http-port", type=int, default=9644,
                    help="metrics/health port of broker 1; broker N serves on port + N - 1 (0: none)")
+    s.add_argument("--registry-port", type=int, default=8081,
+                   help="Schema Registry port of broker 1; broker N serves on port + N - 1 (0: none)")
     s.add_argument("--python", default=sys.executable, help="the interpreter that runs the brokers")
     t = sub.add_parser("stop", help="stop the brokers (SIGTERM, waiting for them), then ZooKeeper")
     t.add_argument("--dir", default=DEFAULT_DIR, help=f"the directory `start` used (default {DEFAULT_DIR})")

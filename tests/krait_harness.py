@@ -119,6 +119,7 @@ class BrokerProcess:
             "group.initial.rebalance.delay.ms": "0",
             # many brokers run at once here: no HTTP listener unless a test asks for one
             "krait.http.listener": "",
+            "krait.schema.registry.listener": "",
             **(overrides or {}),
         }
         self.proc: subprocess.Popen | None = None

@@ -66,6 +66,10 @@ class ZkMembership:
         #: live brokers: id -> broker epoch (the czxid of its registration, as Kafka's ZK
         #: mode has it): a broker registered again has a new one
         self.broker_epochs: dict[int, int] = {}
+        #: live brokers: id -> the URL of its Schema Registry (when it serves one)
+        self.schema_registry_urls: dict[int, str] = {}
+        #: Krait's own fields of this broker's registration (set before start)
+        self.extra_registration: dict = {}
         #: bumped whenever the brokers or the controller change (the Metadata cache key)
         self.version = 0
         self._lost = False
@@ -165,7 +169,8 @@ class ZkMembership:
         deadline = time.monotonic() + self.zk._session_timeout / 1000 + 2
         while True:
             try:
-                self.zk.create(path, zk.encode_broker(self.advertised), ephemeral=True, makepath=True)
+                self.zk.create(path, zk.encode_broker(self.advertised, extra=self.extra_registration), ephemeral=True,
+                               makepath=True)
                 break
             except NodeExistsError:
                 try:
@@ -191,6 +196,7 @@ class ZkMembership:
         found: dict[int, tuple[str, int]] = {}
         endpoints: dict[int, dict[str, tuple[str, int]]] = {}
         epochs: dict[int, int] = {}
+        registry_urls: dict[int, str] = {}
         for child in children:
             try:
                 data, stat = self.zk.get(f"{zk.BROKER_IDS}/{child}")
@@ -200,6 +206,8 @@ class ZkMembership:
                 return True  # ZooKeeper went away: the last view stands; reconnecting lists again
             reg = zk.decode_broker(data)
             epochs[int(child)] = stat.czxid
+            if isinstance(reg.get(zk.SCHEMA_REGISTRY_URL), str):
+                registry_urls[int(child)] = reg[zk.SCHEMA_REGISTRY_URL]
             endpoints[int(child)] = zk.all_endpoints(reg)
             endpoint = endpoints[int(child)].get(listener)
             if endpoint is not None:
@@ -207,8 +215,12 @@ class ZkMembership:
         self.brokers = dict(sorted(found.items()))
         self.endpoints = endpoints
         self.broker_epochs = epochs
+        self.schema_registry_urls = registry_urls
         self._changed()
         return True
+
+    def schema_registry_url(self, broker_id: int) -> str | None:
+        return self.schema_registry_urls.get(broker_id)
 
     def live_endpoints(self, listener: str | None) -> list[tuple[int, str, int]]:
         """(id, host, port) of every live broker on ``listener`` (brokers without it are left

@@ -34,6 +34,8 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+#: Krait's field in a broker registration: the URL of its Schema Registry
+SCHEMA_REGISTRY_URL = "krait_schema_registry_url"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 #: LogDirEventNotificationZNode: a broker whose log dir failed adds a sequential child
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
@@ -70,9 +72,11 @@ def broker_id_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
 
 
-def encode_broker(advertised: list[Listener], rack: str | None = None, now_ms: int | None = None) -> bytes:
+def encode_broker(advertised: list[Listener], rack: str | None = None, now_ms: int | None = None,
+                  extra: dict | None = None) -> bytes:
     """BrokerIdZNode v5: top-level host/port of the first PLAINTEXT endpoint (for old
-    clients), every endpoint, the listener -> security protocol map, no JMX."""
+    clients), every endpoint, the listener -> security protocol map, no JMX. ``extra``:
+    Krait's own fields (the Schema Registry's URL), which Kafka's parser ignores."""
     plain = next((lst for lst in advertised if lst.name == "PLAINTEXT"), None)
     doc: dict = {
         "features": {},
@@ -86,6 +90,7 @@ def encode_broker(advertised: list[Listener], rack: str | None = None, now_ms: i
     }
     if rack is not None:
         doc["rack"] = rack
+    doc.update(extra or {})
     return _json(doc)
 
 

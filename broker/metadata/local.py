@@ -63,6 +63,8 @@ class LocalMembership:
         self.controller_epoch = CONTROLLER_EPOCH
         self.connected = True
         self.version = 0
+        #: Krait's own registration fields (the Schema Registry's URL): nobody else to tell
+        self.extra_registration: dict = {}
 
     def start(self, local_cluster_id: str | None, new_cluster_id: str) -> str:
         """The log dir's cluster id, or a new one (``cluster.id`` or random) for a new log dir."""
@@ -70,6 +72,9 @@ class LocalMembership:
 
     def stop(self) -> None:
         pass
+
+    def schema_registry_url(self, broker_id: int) -> str | None:
+        return None  # only this broker: it is the registry's writer
 
     def live_endpoints(self, listener: str | None) -> list[tuple[int, str, int]]:
         """This broker's endpoint on ``listener`` (an unknown or no listener: the first

@@ -44,9 +44,10 @@ BROKER_CONFIG = {
     "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
     "krait.http.listener": "",
+    "krait.schema.registry.listener": "",
     **SHARE_CONFIG,
 }
-SINGLE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "krait.http.listener": "",
+SINGLE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "krait.http.listener": "", "krait.schema.registry.listener": "",
                  "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3", **SHARE_CONFIG}
 
 
