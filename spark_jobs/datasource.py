@@ -43,6 +43,9 @@ Options (named like Spark's Kafka source):
                         markers) are never rows.
 ``pushFilters``         ``auto`` (default), ``true``, ``false``: see below
 ``readChunkBytes``      bytes of .log decoded into one Arrow batch (default 4 MiB)
+``valueFormat`` / ``keyFormat``  ``raw`` (default), ``avro`` or ``json``: decode the values
+                        (keys) written by Confluent's serializers into a typed column, with
+                        ``schema.registry.url``; see :mod:`spark_jobs.typed_values`
 
 Several brokers' log dirs (cluster mode): partition directories are grouped by (topic,
 partition) across all the dirs and each partition is read once, from one replica: the one
@@ -91,6 +94,7 @@ from .logdir import READ_CHUNK, read_slice, split_slices
 from .planning import MAX_BOUND, MIN_BOUND, Hints, bool_option, plan_slices, read_committed
 from .schema import SCHEMA, SCHEMA_WITH_HEADERS, arrow_schema, check_schema
 from .streaming import KafkaSegmentsStreamReader
+from .typed_values import TypedRead, TypedStreamReader, typed_read
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -165,9 +169,23 @@ class KafkaSegmentsDataSource(DataSource):
         return "kafka-segments"
 
     def schema(self) -> StructType:
-        return SCHEMA_WITH_HEADERS if bool_option(self.options.get("includeHeaders")) else SCHEMA
+        base = SCHEMA_WITH_HEADERS if bool_option(self.options.get("includeHeaders")) else SCHEMA
+        # keyFormat / valueFormat: the reader schemas are fetched here, once, and kept (Spark
+        # pickles this object after schema() and plans the read with it)
+        self._typed = typed_read(dict(self.options), base)
+        return base if self._typed is None else self._typed.schema
+
+    def _typed_read(self, schema: StructType) -> TypedRead | None:
+        if not hasattr(self, "_typed"):  # a schema given with .schema(...): schema() was not called
+            self._typed = typed_read(dict(self.options), SCHEMA_WITH_HEADERS)
+        if self._typed is not None:
+            self._typed.check(schema)
+        return self._typed
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        typed = self._typed_read(schema)
+        if typed is not None:
+            return TypedStreamReader(dict(self.options), schema, typed)
         return KafkaSegmentsStreamReader(dict(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -175,7 +193,8 @@ class KafkaSegmentsDataSource(DataSource):
         if mode == "auto":
             mode = "true" if _pushdown_enabled() else "false"
         cls = _PushdownReader if mode == "true" else _SegmentsReader
-        return cls(dict(self.options), check_schema(schema))
+        typed = self._typed_read(schema)
+        return cls(dict(self.options), schema if typed else check_schema(schema), typed)
 
 
 def _pushdown_enabled() -> bool:
@@ -201,9 +220,11 @@ def _pushdown_enabled() -> bool:
 
 
 class _SegmentsReader(DataSourceReader):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType, typed: TypedRead | None = None) -> None:
         self.options = {k.lower(): v for k, v in options.items()}
         self.schema = schema
+        self.typed = typed  # decoded keys / values: read the raw columns, then decode
+        self.raw_schema = typed.raw_schema(schema) if typed else schema
         self.hints = Hints()
         read_committed(self.options)  # a bad value fails at planning, not in the executors
         if "log.dirs" not in self.options:
@@ -223,7 +244,8 @@ class _SegmentsReader(DataSourceReader):
         if partition.value is None:
             return iter(())
         chunk = int(self.options.get("readchunkbytes") or READ_CHUNK)
-        return read_slice(partition.value, arrow_schema(self.schema), chunk=chunk)
+        batches = read_slice(partition.value, arrow_schema(self.raw_schema), chunk=chunk)
+        return self.typed.decode(batches, arrow_schema(self.schema)) if self.typed else batches
 
 
 class _PushdownReader(_SegmentsReader):

@@ -1,0 +1,506 @@
+"""Typed keys and values in kafka-segments reads (``valueFormat`` / ``keyFormat`` avro or
+json with ``schema.registry.url``): the Avro and JSON Schema -> Spark type mapping, batch
+decoding against fastavro (schema evolution, logical types, unions, broken records), the
+registry client, Spark reads over a log dir with a small stand-in registry, and the end to
+end test: records produced with confluent-kafka's AvroSerializer through a Krait broker
+with its Schema Registry, read back typed by Spark."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import io
+import json
+import random
+import struct
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from spark_jobs.registry_client import RegisteredSchema, RegistryClient, RegistryUnavailable, SchemaNotFound
+from spark_jobs.synth import PartitionWriter
+from spark_jobs.typed_schema import avro_node, json_node
+from spark_jobs.typed_values import TypedColumn, decode_column, wire_prefix
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "region", "type": "string"},
+    {"name": "qty", "type": "int"},
+    {"name": "customer", "type": ["null", "string"], "default": None},
+]}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"],
+                                   {"name": "channel", "type": "string", "default": "web"},
+                                   {"name": "discount", "type": ["null", "double"], "default": None}]}
+REGIONS = ("eu", "us", "ap", "sa")
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    return b"\0" + struct.pack(">I", schema_id) + payload
+
+
+def avro_bytes(schema: dict, record: dict) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return buf.getvalue()
+
+
+class FakeRegistry:
+    """A stand-in for the registry's two reads (tests of the pure parts and of Spark reads
+    over a written log dir); the real one is used by the end-to-end test."""
+
+    def __init__(self, subjects: dict[str, list[tuple[int, dict | str, str]]], *, user_info: str | None = None,
+                 references: dict[int, list[dict]] | None = None):
+        self.subjects = subjects  # subject -> [(id, schema, schemaType)] by version
+        self.references = references or {}
+        self.by_id = {i: (s, t) for vs in subjects.values() for i, s, t in vs}
+        self.user_info = user_info
+        self.requests: list[str] = []
+        reg = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                reg.requests.append(self.path)
+                if reg.user_info and self.headers.get("Authorization") != \
+                        "Basic " + base64.b64encode(reg.user_info.encode()).decode():
+                    return self.answer(401, {"error_code": 401, "message": "Unauthorized"})
+                parts = self.path.strip("/").split("/")
+                if parts[:2] == ["schemas", "ids"] and parts[2].isdigit() and int(parts[2]) in reg.by_id:
+                    sid = int(parts[2])
+                    return self.answer(200, reg.body(sid))
+                if parts[0] == "schemas":
+                    return self.answer(404, {"error_code": 40403, "message": "Schema not found"})
+                if parts[0] == "subjects" and len(parts) == 4 and parts[2] == "versions":
+                    versions = reg.subjects.get(parts[1])
+                    if not versions:
+                        return self.answer(404, {"error_code": 40401, "message": f"Subject '{parts[1]}' not found."})
+                    v = len(versions) if parts[3] == "latest" else int(parts[3])
+                    if not 1 <= v <= len(versions):
+                        return self.answer(404, {"error_code": 40402, "message": "Version not found."})
+                    sid = versions[v - 1][0]
+                    return self.answer(200, {"subject": parts[1], "version": v, "id": sid, **reg.body(sid)})
+                return self.answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+
+            def answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def body(self, sid: int) -> dict:
+        schema, stype = self.by_id[sid]
+        out = {"schema": schema if isinstance(schema, str) else json.dumps(schema)}
+        if stype != "AVRO":
+            out["schemaType"] = stype
+        if sid in self.references:
+            out["references"] = self.references[sid]
+        return out
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def orders_registry():
+    reg = FakeRegistry({"orders-value": [(1, ORDER_V1, "AVRO"), (2, ORDER_V2, "AVRO")],
+                        "events-value": [(7, {"type": "object", "properties": {
+                            "user": {"type": "string"}, "n": {"type": "integer"},
+                            "tags": {"type": "array", "items": {"type": "string"}},
+                            "meta": {}}}, "JSON")]})
+    yield reg
+    reg.close()
+
+
+def column(schema: dict | str, sid: int, fmt: str = "avro", subject: str = "t-value") -> TypedColumn:
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    node = avro_node(text) if fmt == "avro" else json_node(text)
+    return TypedColumn("value", fmt, subject, RegisteredSchema(text, fmt.upper(), id=sid, version=1), node)
+
+
+# --- type mapping ---------------------------------------------------------------------------
+
+
+def test_avro_types_map_as_spark_from_avro_maps_them():
+    schema = {"type": "record", "name": "All", "fields": [
+        {"name": "b", "type": "boolean"}, {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+        {"name": "f", "type": "float"}, {"name": "d", "type": "double"}, {"name": "s", "type": "string"},
+        {"name": "by", "type": "bytes"},
+        {"name": "fx", "type": {"type": "fixed", "name": "F4", "size": 4}},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y"]}},
+        {"name": "arr", "type": {"type": "array", "items": ["null", "int"]}},
+        {"name": "m", "type": {"type": "map", "values": "F4"}},
+        {"name": "opt", "type": ["null", "string"]}, {"name": "opt2", "type": ["long", "null"]},
+        {"name": "il", "type": ["int", "long"]}, {"name": "fd", "type": ["null", "float", "double"]},
+        {"name": "u", "type": ["null", "string", "E", {"type": "record", "name": "R", "fields": [
+            {"name": "x", "type": "int"}]}]},
+        {"name": "date", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tus", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "ltms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 3}},
+        {"name": "fdec", "type": {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal",
+                                  "precision": 18, "scale": 0}},
+        {"name": "uuid", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "big", "type": {"type": "bytes", "logicalType": "decimal", "precision": 60, "scale": 0}},
+        {"name": "nested", "type": "R"},
+    ]}
+    got = avro_node(json.dumps(schema)).spark
+    assert got.simpleString() == (
+        "struct<b:boolean,i:int,l:bigint,f:float,d:double,s:string,by:binary,fx:binary,e:string,arr:array<int>,"
+        "m:map<string,binary>,opt:string,opt2:bigint,il:bigint,fd:double,"
+        "u:struct<member0:string,member1:string,member2:struct<x:int>>,date:date,tms:timestamp,tus:timestamp,"
+        "ltms:timestamp_ntz,dec:decimal(9,3),fdec:decimal(18,0),uuid:string,tm:int,big:binary,nested:struct<x:int>>")
+    nullable = {f.name: f.nullable for f in got.fields}
+    assert [n for n, v in nullable.items() if v] == ["opt", "opt2", "fd", "u"]
+    assert got["arr"].dataType.containsNull and not got["m"].dataType.valueContainsNull
+    assert avro_node('"string"').spark.simpleString() == "string"  # a primitive value schema
+    with pytest.raises(ValueError, match="recursive"):
+        avro_node(json.dumps({"type": "record", "name": "L", "fields": [{"name": "next", "type": ["null", "L"]}]}))
+
+
+def test_avro_references_define_named_types():
+    inner = {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
+    outer = {"type": "record", "name": "Customer", "namespace": "shop",
+             "fields": [{"name": "home", "type": "shop.Address"}, {"name": "work", "type": ["null", "Address"]}]}
+    node = avro_node(json.dumps(outer), (("shop.Address", json.dumps(inner)),))
+    assert node.spark.simpleString() == "struct<home:struct<city:string>,work:struct<city:string>>"
+
+
+def test_json_schema_maps_properties():
+    schema = {"type": "object", "$defs": {"pt": {"type": "object", "properties": {"x": {"type": "number"}}}},
+              "properties": {
+                  "s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": ["null", "number"]},
+                  "b": {"type": "boolean"}, "a": {"type": "array", "items": {"$ref": "#/$defs/pt"}},
+                  "m": {"type": "object", "additionalProperties": {"type": "integer"}},
+                  "any": {}, "one": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+                  "multi": {"type": ["string", "integer"]}, "e": {"enum": ["a", "b"]}}}
+    assert json_node(json.dumps(schema)).spark.simpleString() == (
+        "struct<s:string,i:bigint,n:double,b:boolean,a:array<struct<x:double>>,m:map<string,bigint>,any:string,"
+        "one:string,multi:string,e:string>")
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+class StubRegistry:
+    def __init__(self, schemas: dict[int, tuple[dict | str, str]]):
+        self.schemas = schemas
+        self.calls: list[int] = []
+
+    def by_id(self, sid: int) -> RegisteredSchema:
+        self.calls.append(sid)
+        if sid not in self.schemas:
+            raise SchemaNotFound(404, 40403, "Schema not found", "stub")
+        s, t = self.schemas[sid]
+        return RegisteredSchema(s if isinstance(s, str) else json.dumps(s), t, id=sid)
+
+
+def order(rng: random.Random, i: int, v2: bool) -> dict:
+    r = {"id": i, "region": rng.choice(REGIONS), "qty": rng.randint(-5, 1000),
+         "customer": None if rng.random() < 0.2 else f"c{rng.randint(0, 50)}"}
+    if v2:
+        r.update(channel=rng.choice(("web", "app", "shop")), discount=None if rng.random() < 0.5 else rng.random())
+    return r
+
+
+def test_decoding_matches_fastavro_with_schema_evolution():
+    rng = random.Random(5)
+    records, values = [], []
+    for i in range(3000):
+        v2 = rng.random() < 0.5
+        rec = order(rng, i, v2)
+        values.append(frame(2 if v2 else 1, avro_bytes(ORDER_V2 if v2 else ORDER_V1, rec)))
+        records.append((v2, rec))
+    reg = StubRegistry({1: (ORDER_V1, "AVRO"), 2: (ORDER_V2, "AVRO")})
+    vals, ids, errors = decode_column(column(ORDER_V2, 2), reg, pa.array(values, pa.binary()))
+    assert errors.null_count == len(values)
+    assert ids.to_pylist() == [2 if v2 else 1 for v2, _ in records]
+    reader = fastavro.parse_schema(ORDER_V2)
+    expect = [fastavro.schemaless_reader(io.BytesIO(v[5:]), fastavro.parse_schema(ORDER_V2 if v2 else ORDER_V1),
+                                         reader) for v, (v2, _) in zip(values, records, strict=True)]
+    assert vals.to_pylist() == expect
+    v1_rows = [r for r, (v2, _) in zip(vals.to_pylist(), records, strict=True) if not v2]
+    assert {r["channel"] for r in v1_rows} == {"web"} and {r["discount"] for r in v1_rows} == {None}
+    assert sorted(set(reg.calls)) == [1, 2] and len(reg.calls) == 2  # one lookup per id
+
+
+def test_logical_types_unions_and_nesting():
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+        {"name": "atus", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+        {"name": "fprice", "type": {"type": "fixed", "name": "P", "size": 5, "logicalType": "decimal",
+                                    "precision": 10, "scale": 4}},
+        {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line", "fields": [
+            {"name": "sku", "type": "string"},
+            {"name": "when", "type": {"type": "int", "logicalType": "date"}}]}}},
+        {"name": "attrs", "type": {"type": "map", "values": ["null", "long"]}},
+        {"name": "u", "type": ["string", "long", "Line", {"type": "enum", "name": "K", "symbols": ["A", "B"]}]},
+    ]}
+    utc = dt.UTC
+    recs = [
+        {"day": dt.date(2024, 2, 29), "at": dt.datetime(2024, 1, 1, 12, 0, 0, 123000, tzinfo=utc),
+         "atus": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc), "price": decimal.Decimal("-0.01"),
+         "fprice": decimal.Decimal("123.4567"), "lines": [{"sku": "a", "when": dt.date(1970, 1, 1)}],
+         "attrs": {"x": 1, "y": None}, "u": "text"},
+        {"day": dt.date(1900, 1, 1), "at": None, "atus": dt.datetime(2038, 1, 19, tzinfo=utc),
+         "price": decimal.Decimal("9999999999.99"), "fprice": decimal.Decimal("-999999.9999"), "lines": [],
+         "attrs": {}, "u": 7},
+        {"day": dt.date(2000, 1, 1), "at": None, "atus": dt.datetime(2000, 1, 1, tzinfo=utc),
+         "price": decimal.Decimal("0"), "fprice": decimal.Decimal("0.0001"), "lines": [], "attrs": {},
+         "u": ("Line", {"sku": "s", "when": dt.date(2000, 1, 2)})},
+        {"day": dt.date(2000, 1, 1), "at": None, "atus": dt.datetime(2000, 1, 1, tzinfo=utc),
+         "price": decimal.Decimal("1.5"), "fprice": decimal.Decimal("1"), "lines": [], "attrs": {}, "u": ("K", "B")},
+    ]
+    values = [frame(3, avro_bytes(schema, r)) for r in recs]
+    vals, _, errors = decode_column(column(schema, 3), StubRegistry({3: (schema, "AVRO")}), pa.array(values))
+    assert errors.null_count == 4, errors
+    got = vals.to_pylist()
+    assert [g["day"] for g in got] == [r["day"] for r in recs]
+    assert got[0]["at"] == recs[0]["at"] and got[1]["at"] is None
+    assert [g["atus"] for g in got] == [r["atus"] for r in recs]
+    assert [g["price"] for g in got] == [r["price"] for r in recs]
+    assert [g["fprice"] for g in got] == [r["fprice"] for r in recs]
+    assert got[0]["lines"] == [{"sku": "a", "when": dt.date(1970, 1, 1)}]
+    assert got[0]["attrs"] == [("x", 1), ("y", None)]
+    assert [g["u"] for g in got] == [
+        {"member0": "text", "member1": None, "member2": None, "member3": None},
+        {"member0": None, "member1": 7, "member2": None, "member3": None},
+        {"member0": None, "member1": None, "member2": {"sku": "s", "when": dt.date(2000, 1, 2)}, "member3": None},
+        {"member0": None, "member1": None, "member2": None, "member3": "B"}]
+    assert vals.type == pa.struct([f for f in vals.type])  # one Arrow type, whatever the rows
+
+
+def test_undecodable_records_are_null_with_the_reason():
+    good = avro_bytes(ORDER_V1, {"id": 1, "region": "eu", "qty": 2, "customer": None})
+    incompatible = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "id", "type": "string"}]}
+    reg = StubRegistry({1: (ORDER_V1, "AVRO"), 2: (ORDER_V2, "AVRO"), 5: (incompatible, "AVRO"),
+                        6: ({"type": "object"}, "JSON")})
+    values = [
+        frame(1, good),  # fine
+        None,  # a tombstone: null, no error
+        b"\x01" + good,  # wrong magic byte
+        b"\x00\x00\x01",  # shorter than the prefix
+        b"",  # empty
+        frame(99, good),  # an id the registry does not know
+        frame(1, good[:-2]),  # truncated payload
+        frame(5, avro_bytes(incompatible, {"id": "x"})),  # the reader schema cannot resolve it
+        frame(6, b"{}"),  # a JSON Schema id in an Avro read
+        frame(1, good),
+    ]
+    vals, ids, errors = decode_column(column(ORDER_V2, 2), reg, pa.array(values, pa.binary()))
+    v, i, e = vals.to_pylist(), ids.to_pylist(), errors.to_pylist()
+    assert v[0]["id"] == 1 and v[0]["channel"] == "web" and e[0] is None and i[0] == 1
+    assert v[9] == v[0]
+    assert (v[1], i[1], e[1]) == (None, None, None)
+    assert [x is None for x in v[2:9]] == [True] * 7
+    assert i[2:9] == [None, None, None, 99, 1, 5, 6]
+    assert "magic byte 0x01" in e[2]
+    assert "3 bytes" in e[3] and "0 bytes" in e[4]
+    assert "schema id 99 is not in the schema registry" in e[5]
+    assert "truncated" in e[6]
+    assert "schema id 5" in e[7] and "cannot be decoded" in e[7]
+    assert "JSON schema, not AVRO" in e[8]
+
+
+def test_json_values_are_shaped_to_the_schema():
+    schema = {"type": "object", "properties": {"user": {"type": "string"}, "n": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string"}},
+                                               "meta": {}}}
+    values = [frame(7, json.dumps(x).encode()) for x in (
+        {"user": "a", "n": 1, "tags": ["x"], "meta": {"k": [1, 2]}, "extra": True},
+        {"user": "b"},
+        {"user": "c", "n": "not a number"},
+        [1, 2],
+    )] + [frame(7, b"{not json")]
+    vals, _, errors = decode_column(column(schema, 7, "json"), StubRegistry({7: (schema, "JSON")}), pa.array(values))
+    v, e = vals.to_pylist(), errors.to_pylist()
+    assert v[0] == {"user": "a", "n": 1, "tags": ["x"], "meta": '{"k":[1,2]}'} and e[0] is None
+    assert v[1] == {"user": "b", "n": None, "tags": None, "meta": None} and e[1] is None
+    assert v[2] is None and "does not fit" in e[2]
+    assert v[3] is None and "does not fit" in e[3]
+    assert v[4] is None and "not JSON" in e[4]
+
+
+def test_wire_prefix_on_a_sliced_array():
+    arr = pa.array([b"zz", frame(258, b"p"), None, frame(2**31 + 5, b"")], pa.binary()).slice(1)
+    status, ids, *_ = wire_prefix(arr)
+    assert status.tolist() == [1, 0, 1] and ids[0] == 258 and ids[2] == -(2**31) + 5
+
+
+# --- the registry client --------------------------------------------------------------------------
+
+
+def test_registry_client_failover_auth_references_and_errors():
+    inner = {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}
+    outer = {"type": "record", "name": "Customer", "fields": [{"name": "home", "type": "Address"}]}
+    reg = FakeRegistry({"addr": [(10, inner, "AVRO")], "cust": [(11, outer, "AVRO")]}, user_info="u:p",
+                       references={11: [{"name": "Address", "subject": "addr", "version": 1}]})
+    try:
+        from tests.krait_harness import free_port
+
+        dead = f"http://127.0.0.1:{free_port()}"
+        client = RegistryClient(f"{dead}, {reg.url}/", "u:p", attempts=1)
+        latest = client.version("cust")
+        assert (latest.id, latest.version, latest.schema_type) == (11, 1, "AVRO")
+        assert latest.references == (("Address", json.dumps(inner)),)
+        assert client.by_id(11).references == latest.references
+        n = len(reg.requests)
+        client.by_id(11)
+        assert len(reg.requests) == n  # cached
+        with pytest.raises(SchemaNotFound) as exc:
+            client.by_id(12345)
+        assert exc.value.error_code == 40403
+        with pytest.raises(SchemaNotFound):
+            client.version("nope")
+        with pytest.raises(Exception, match="Unauthorized"):
+            RegistryClient(reg.url, "u:wrong").version("cust")
+        with pytest.raises(RegistryUnavailable):
+            RegistryClient(dead, attempts=1).version("cust")
+        with pytest.raises(ValueError, match="http"):
+            RegistryClient("localhost:8081")
+    finally:
+        reg.close()
+
+
+# --- Spark reads over a written log dir ---------------------------------------------------------------
+
+
+def write_orders(log_dir: str, n: int = 2000, seed: int = 3) -> list[tuple[int, dict | None, bytes | None]]:
+    """orders-0/1: v1 and v2 Avro values, a few tombstones and broken values; returns
+    (schema id or None, record, raw value) per record in (partition, offset) order."""
+    rng = random.Random(seed)
+    out = []
+    for p in (0, 1):
+        w = PartitionWriter(log_dir, "orders", p, segment_bytes=64 << 10)
+        batch = []
+        for i in range(n // 2):
+            x = rng.random()
+            if x < 0.02:
+                sid, rec, value = None, None, None
+            elif x < 0.04:
+                sid, rec, value = None, None, b"{\"not\": \"avro\"}"
+            else:
+                v2 = x > 0.5
+                rec = order(rng, p * n + i, v2)
+                sid = 2 if v2 else 1
+                value = frame(sid, avro_bytes(ORDER_V2 if v2 else ORDER_V1, rec))
+            key = f"k{i % 7}".encode()
+            batch.append((key, value, []))
+            out.append((sid, rec, value))
+            if len(batch) == 50:
+                w.append(batch, timestamp=1_700_000_000_000 + i)
+                batch = []
+        if batch:
+            w.append(batch, timestamp=1_700_000_000_000)
+        w.close()
+    return out
+
+
+def expected_orders(written: list) -> list[dict | None]:
+    reader = fastavro.parse_schema(ORDER_V2)
+    out = []
+    for sid, _, value in written:
+        if sid is None:
+            out.append(None)
+        else:
+            out.append(fastavro.schemaless_reader(io.BytesIO(value[5:]),
+                                                  fastavro.parse_schema(ORDER_V1 if sid == 1 else ORDER_V2), reader))
+    return out
+
+
+def read(spark, log_dir: str, url: str, **opts: str):
+    r = spark.read.format("kafka-segments").option("log.dirs", log_dir).option("schema.registry.url", url)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_spark_reads_typed_avro_values(spark, tmp_path, orders_registry):
+    log_dir = str(tmp_path)
+    written = write_orders(log_dir)
+    df = read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="avro")
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+                         "valueSchemaId", "valueError"]
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<id:bigint,region:string,qty:int,customer:string,channel:string,discount:double>"
+    rows = df.orderBy("partition", "offset").collect()
+    assert [r.value.asDict() if r.value else None for r in rows] == expected_orders(written)
+    assert [r.valueSchemaId for r in rows] == [sid for sid, _, _ in written]
+    broken = [r for r, (sid, _, v) in zip(rows, written, strict=True) if sid is None and v is not None]
+    assert broken and all("magic byte 0x7b" in r.valueError for r in broken)
+    assert all(r.valueError is None for r, (sid, _, _) in zip(rows, written, strict=True) if sid is not None)
+    # a groupBy on a decoded field counts what fastavro decodes
+    got = {r["region"]: r["count"] for r in df.groupBy("value.region").count().collect() if r["region"]}
+    assert got == Counter(e["region"] for e in expected_orders(written) if e)
+    # the same with a narrow schema given by the query (only what it names is decoded)
+    narrow = spark.read.format("kafka-segments").schema(
+        "offset long, value struct<id:bigint,region:string,qty:int,customer:string,channel:string,discount:double>,"
+        " valueError string").option("log.dirs", log_dir).option("subscribe", "orders") \
+        .option("valueFormat", "avro").option("schema.registry.url", orders_registry.url).load()
+    assert narrow.where("valueError IS NOT NULL").count() == len(broken)
+    assert narrow.where("value.channel = 'web'").count() == sum(
+        1 for e in expected_orders(written) if e and e["channel"] == "web")
+    # an older version as the reader schema
+    v1 = read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="avro", valueSchemaVersion="1")
+    assert "channel" not in v1.schema["value"].dataType.fieldNames()
+    assert v1.where("value IS NOT NULL").count() == sum(1 for sid, _, _ in written if sid)
+
+
+def test_spark_typed_read_refusals(spark, tmp_path, orders_registry):
+    log_dir = str(tmp_path)
+    write_orders(log_dir, n=20)
+    with pytest.raises(Exception, match="has no version latest"):
+        read(spark, log_dir, orders_registry.url, subscribe="orders", keyFormat="avro")
+    with pytest.raises(Exception, match="valueFormat must be one of"):
+        read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="protobuf")
+    with pytest.raises(Exception, match="is JSON"):
+        read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="avro",
+             valueSubject="events-value")
+    with pytest.raises(Exception, match="needs option schema.registry.url"):
+        spark.read.format("kafka-segments").option("log.dirs", log_dir).option("valueFormat", "avro").load()
+    with pytest.raises(Exception, match="has type struct"):
+        spark.read.format("kafka-segments").schema("value binary").option("log.dirs", log_dir) \
+            .option("valueFormat", "avro").option("schema.registry.url", orders_registry.url) \
+            .option("subscribe", "orders").load().collect()
+
+
+def test_spark_reads_json_values_and_streams(spark, tmp_path, orders_registry):
+    log_dir = str(tmp_path / "logs")
+    w = PartitionWriter(log_dir, "events", 0)
+    events = [{"user": f"u{i % 3}", "n": i, "tags": ["a"] * (i % 3), "meta": {"i": i}} for i in range(30)]
+    w.append([(None, frame(7, json.dumps(e).encode()), []) for e in events], timestamp=1_700_000_000_000)
+    w.close()
+    df = read(spark, log_dir, orders_registry.url, subscribe="events", valueFormat="json")
+    assert df.schema["value"].dataType.simpleString() == "struct<user:string,n:bigint,tags:array<string>,meta:string>"
+    rows = df.orderBy("offset").collect()
+    assert [r.value.asDict() for r in rows] == [{**e, "meta": json.dumps(e["meta"], separators=(",", ":"))}
+                                                for e in events]
+    # a stream decodes the same way
+    out = tmp_path / "out"
+    q = (spark.readStream.format("kafka-segments").option("log.dirs", log_dir).option("subscribe", "events")
+         .option("startingOffsets", "earliest").option("valueFormat", "json")
+         .option("schema.registry.url", orders_registry.url).load()
+         .selectExpr("value.user AS user", "value.n AS n", "valueSchemaId")
+         .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    got = spark.read.parquet(str(out)).orderBy("n").collect()
+    assert [(r.user, r.n, r.valueSchemaId) for r in got] == [(e["user"], e["n"], 7) for e in events]
