@@ -504,3 +504,92 @@ def test_spark_reads_json_values_and_streams(spark, tmp_path, orders_registry):
     q.awaitTermination(120)
     got = spark.read.parquet(str(out)).orderBy("n").collect()
     assert [(r.user, r.n, r.valueSchemaId) for r in got] == [(e["user"], e["n"], 7) for e in events]
+
+
+# --- end to end: Krait's broker and Schema Registry, Confluent's serializer, Spark -----------------------
+
+
+@pytest.fixture
+def registry_broker(tmp_path):
+    from tests.krait_harness import BrokerProcess, free_port
+
+    port = free_port()
+    b = BrokerProcess(str(tmp_path / "logs"), {"krait.schema.registry.listener": f"127.0.0.1:{port}"}).start()
+    b.registry_url = f"http://127.0.0.1:{port}"
+    yield b
+    b.kill()
+
+
+def test_end_to_end_avro_two_versions_through_krait_registry(spark, registry_broker):
+    """Avro values of two schema versions, produced with confluent-kafka's AvroSerializer
+    through a Krait broker whose registry assigns the ids, read back by Spark as typed
+    columns: v1 records show v2's defaults, a groupBy on a decoded field counts what
+    fastavro decodes from the consumed bytes, and a value without the prefix is a null
+    with the reason."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    b, topic, n = registry_broker, "orders-e2e", 4000
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    client = SchemaRegistryClient({"url": b.registry_url})
+    ser = {1: AvroSerializer(client, json.dumps(ORDER_V1)), 2: AvroSerializer(client, json.dumps(ORDER_V2))}
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    rng = random.Random(11)
+    sent = []
+    for i in range(n):
+        v = 1 if i < n // 4 or rng.random() < 0.4 else 2  # v1 first (it becomes version 1), then mixed
+        rec = order(rng, i, v == 2)
+        producer.produce(topic, key=str(i).encode(), value=ser[v](rec, ctx), partition=i % 2)
+        sent.append((v, rec))
+    producer.produce(topic, key=b"bad", value=b"plain text, no schema id", partition=0)
+    producer.produce(topic, key=b"tombstone", value=None, partition=1)
+    assert producer.flush(30) == 0
+    v1_id = client.get_version(f"{topic}-value", 1).schema_id
+    v2_id = client.get_latest_version(f"{topic}-value").schema_id
+    assert v1_id != v2_id
+
+    # what a consumer reads, decoded with fastavro: writer schema by id, reader = latest
+    consumer = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "e2e", "auto.offset.reset": "earliest",
+                            "enable.auto.commit": False})
+    consumer.assign([ck.TopicPartition(topic, p, 0) for p in (0, 1)])
+    consumed = []
+    try:
+        idle = 0
+        while len(consumed) < n + 2 and idle < 40:
+            msgs = consumer.consume(1000, timeout=0.5)
+            idle = 0 if msgs else idle + 1
+            consumed += [m.value() for m in msgs if m.error() is None]
+    finally:
+        consumer.close()
+    assert len(consumed) == n + 2
+    reader = fastavro.parse_schema(json.loads(client.get_schema(v2_id).schema_str))
+    writers = {i: fastavro.parse_schema(json.loads(client.get_schema(i).schema_str)) for i in (v1_id, v2_id)}
+    decoded = [fastavro.schemaless_reader(io.BytesIO(v[5:]), writers[struct.unpack(">I", v[1:5])[0]], reader)
+               for v in consumed if v and v[:1] == b"\0"]
+    assert len(decoded) == n
+
+    df = read(spark, b.log_dir, b.registry_url, subscribe=topic, valueFormat="avro", highWatermark="ignore")
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<id:bigint,region:string,qty:int,customer:string,channel:string,discount:double>"
+    rows = {int(r.key): r for r in df.where("valueSchemaId IS NOT NULL").collect()}
+    assert len(rows) == n
+    for i, (v, rec) in enumerate(sent):
+        r = rows[i]
+        assert r.valueSchemaId == (v1_id if v == 1 else v2_id) and r.valueError is None
+        want = rec if v == 2 else {**rec, "channel": "web", "discount": None}  # v1: v2's defaults
+        assert r.value.asDict() == want
+    by_region = {r["region"]: r["count"] for r in df.where("value IS NOT NULL").groupBy("value.region").count()
+                 .collect()}
+    assert by_region == Counter(d["region"] for d in decoded)
+    by_channel = {r["channel"]: r["count"] for r in df.groupBy("value.channel").count().collect() if r["channel"]}
+    assert by_channel == Counter(d["channel"] for d in decoded)
+    bad = df.where("key = 'bad'").collect()[0]
+    assert bad.value is None and bad.valueSchemaId is None and "magic byte 0x70" in bad.valueError
+    tomb = df.where("key = 'tombstone'").collect()[0]
+    assert (tomb.value, tomb.valueSchemaId, tomb.valueError) == (None, None, None)
