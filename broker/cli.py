@@ -1,4 +1,4 @@
-"""The `krait` command: serve | topics | groups | share-groups | transactions | log-dirs | reassign-partitions | acls | configs |
+"""The `krait` command: serve | topics | groups | share-groups | schemas | transactions | log-dirs | reassign-partitions | acls | configs |
 dump-log | perf."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .tools import (
     log_dirs_cli,
     perf,
     reassign_cli,
+    schemas_cli,
     share_groups_cli,
     spark_cli,
     topics_cli,
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "topics": topics_cli.main,
         "groups": groups_cli.main,
         "share-groups": share_groups_cli.main,
+        "schemas": schemas_cli.main,
         "transactions": transactions_cli.main,
         "log-dirs": log_dirs_cli.main,
         "reassign-partitions": reassign_cli.main,
@@ -132,12 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         "spark": spark_cli.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,share-groups,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf,spark} "
+        print("usage: krait {serve,topics,groups,share-groups,schemas,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf,spark} "
               "[options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
               "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
               "  share-groups  list/describe/delete share groups, reset/delete their offsets (like kafka-share-groups.sh)\n"
+              "  schemas    Schema Registry subjects: list, show, register, check compatibility, delete, config\n"
               "  transactions  list/describe transactions, find and abort hanging ones (like kafka-transactions.sh)\n"
               "  log-dirs   describe log dirs: replica sizes, lag, future replicas (like kafka-log-dirs.sh)\n"
               "  reassign-partitions  generate/execute/verify/cancel/list partition reassignments "

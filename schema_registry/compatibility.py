@@ -34,7 +34,7 @@ def check(level: str, new: ParsedSchema, previous: Sequence[tuple[int, ParsedSch
         if base in ("BACKWARD", "FULL"):
             errors += new.is_backward_compatible(old)
         if base in ("FORWARD", "FULL"):
-            errors += old.is_backward_compatible(new)
+            errors += old.is_backward_compatible(new, reader="old", writer="new")
         if errors:
             return [*errors, f"{{oldSchemaVersion: {version}}}", f"{{oldSchema: '{text}'}}",
                     f"{{validateFields: 'false', compatibility: '{level}'}}"]

@@ -52,12 +52,15 @@ class ParsedSchema(ABC):
         checks), as Confluent's ``normalize()`` makes it for this type."""
 
     @abstractmethod
-    def is_backward_compatible(self, previous: ParsedSchema) -> list[str]:
+    def is_backward_compatible(self, previous: ParsedSchema, reader: str = "new", writer: str = "old") -> list[str]:
         """Why data written with ``previous`` cannot be read with this schema: Confluent's
         ``isBackwardCompatible(previousSchema)`` messages, one per incompatibility, in
         Confluent's words (e.g. ``{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE',
-        description:'...', additionalInfo:'f2'}`` for Avro); empty when it can. FORWARD
-        asks ``previous.is_backward_compatible(new)``, FULL both."""
+        description:'The field 'f2' at path '/fields/1' in the new schema has no default
+        value and is missing in the old schema', additionalInfo:'f2'}`` for Avro); empty when
+        it can. Confluent's messages name the reader's and the writer's roles, which
+        ``SchemaValidatorBuilder`` fills with ("new", "old") for BACKWARD: FORWARD asks
+        ``previous.is_backward_compatible(new, reader="old", writer="new")``, FULL both."""
 
 
 #: (schema text, {reference name: referenced schema text}, ordered so that each referenced

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator.loader import TxnMarker
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import build_batch
-from schema_registry import errors
+from schema_registry import errors, providers  # noqa: F401  (fills the schema types)
 from schema_registry.registry import Outcome, SchemaRegistry
 from schema_registry.state import RegistryState
 

@@ -1,0 +1,9 @@
+"""The schema types the registry serves (Confluent's SchemaProviders): importing this fills
+:data:`schema_registry.schema_types.PARSERS`."""
+
+from __future__ import annotations
+
+from . import avro
+from .schema_types import PARSERS
+
+__all__ = ["PARSERS", "avro"]
