@@ -24,6 +24,7 @@ from schema_registry.errors import RegistryError
 from schema_registry.registry import SchemaRegistry
 
 from ..config import ConfigError
+from ..security.client_security import build_ssl_context
 from ..security.tls import server_context
 from .auth import RegistryAuth
 from .service import NotWriter, SchemaRegistryService
@@ -84,8 +85,15 @@ class RegistryListener:
         self._runner: web.AppRunner | None = None
         self._client: ClientSession | None = None
         self._ssl: ssl.SSLContext | None = None
+        #: how a forwarded request verifies the leader's registry: the broker's truststore
+        self._client_ssl: ssl.SSLContext | None = None
         if scheme == "https":
             self._ssl = server_context(broker.config.originals, "schema.registry")
+            try:
+                self._client_ssl = build_ssl_context(broker.config.originals)
+            except Exception as exc:  # a bad truststore: name the key, as the listeners do
+                raise ConfigError(f"Invalid value for configuration ssl.truststore.location (the Schema Registry "
+                                  f"forwards writes over https with it): {exc}") from None
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -186,7 +194,7 @@ class RegistryListener:
         try:
             async with self._client.request(request.method, url + request.rel_url.raw_path_qs, headers=headers,
                                             data=await request.read(),
-                                            ssl=False if url.startswith("https") else None) as resp:
+                                            ssl=self._client_ssl if url.startswith("https") else None) as resp:
                 body = await resp.read()
                 return web.Response(body=body, status=resp.status, content_type=CONTENT_TYPE)
         except (ClientError, OSError, TimeoutError) as exc:
