@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import avro
+from . import avro, json_schema
 from .schema_types import PARSERS
 
-__all__ = ["PARSERS", "avro"]
+__all__ = ["PARSERS", "avro", "json_schema"]
