@@ -378,16 +378,27 @@ class _Decoder:
                 got = f"schema id {sid} is a {reg.schema_type} schema, not {want}"
             elif self.col.fmt == "json":
                 got = (reg,)
-            elif sid == self.col.reader.id or (reg.schema == self.col.reader.schema
-                                               and reg.references == self.col.reader.references):
-                got = (self._reader(), None)
             else:
+                same = sid == self.col.reader.id or (reg.schema == self.col.reader.schema
+                                                     and reg.references == self.col.reader.references)
                 try:
-                    got = (_parse_avro(reg), self._reader())
+                    got = (self._reader(), None) if same else (_parse_avro(reg), self._reader())
                 except Exception as exc:  # a registered schema fastavro refuses
                     got = f"schema id {sid}: the writer schema cannot be parsed: {exc}"
+                else:
+                    got = (*got, self._plan(reg))
         self.writers[sid] = got
         return got
+
+    def _plan(self, writer: RegisteredSchema) -> object:
+        """The numba kernel's program for this writer schema, or None (then fastavro)."""
+        node = self.col.node
+        if (node.kind != "record" or writer.references or self.col.reader.references
+                or any(c.kind != "prim" for _, c in node.children)):
+            return None
+        from .avro_kernel import plan
+
+        return plan(json.loads(writer.schema), json.loads(self.col.reader.schema), list(self.raw))
 
     # -- a batch ---------------------------------------------------------------------------
     def decode(self, arr: pa.Array, *, want_values: bool = True) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -431,6 +442,8 @@ class _Decoder:
     def _decode_group(self, group: np.ndarray, w: object, sid: int, starts: np.ndarray, ends: np.ndarray,
                       mv: memoryview, errors: dict[int, str]) -> tuple[pa.Array, np.ndarray]:
         """Decode the records of one schema id: (raw Arrow array, their rows)."""
+        if self.col.fmt == "avro" and w[2] is not None:
+            return self._decode_planned(group, w[2], sid, starts, ends, mv, errors)
         vals: list = []
         good: list[int] = []
         s_list = (starts[group] + PREFIX).tolist()
@@ -439,7 +452,7 @@ class _Decoder:
         if self.col.fmt == "avro":
             from fastavro import schemaless_reader
 
-            writer, reader = w
+            writer, reader, _ = w
             named = self.shaping  # unions: need the names of named types to pick the member
             for r, s, e in zip(rows, s_list, e_list, strict=True):
                 try:
@@ -467,6 +480,20 @@ class _Decoder:
             good = [g for g, k in zip(good, keep, strict=True) if k]
         return arr, np.array(good, dtype=np.int64)
 
+
+    def _decode_planned(self, group: np.ndarray, plan: object, sid: int, starts: np.ndarray, ends: np.ndarray,
+                        mv: memoryview, errors: dict[int, str]) -> tuple[pa.Array, np.ndarray]:
+        from .avro_kernel import ERRORS, decode
+
+        buf = np.frombuffer(mv, dtype=np.uint8)
+        arr, good, err, err_field = decode(plan, buf, starts[group] + PREFIX, ends[group], self.raw)
+        if not good.all():
+            for i in np.flatnonzero(~good).tolist():
+                field = plan.names[int(err_field[i])] if 0 <= err_field[i] < len(plan.names) else "?"
+                errors[int(group[i])] = (f"schema id {sid}: the Avro payload cannot be decoded: "
+                                         f"{ERRORS.get(int(err[i]), 'malformed')} (field {field})")
+            group = group[good]
+        return arr, group
 
     def _shaped(self, vals: list, good: list[int], sid: int, errors: dict[int, str]) -> tuple[list, list[int]]:
         out, rows = [], []

@@ -320,6 +320,141 @@ def test_undecodable_records_are_null_with_the_reason():
     assert "JSON schema, not AVRO" in e[8]
 
 
+def _random_flat_schemas(rng: random.Random) -> tuple[dict, dict]:
+    """A flat reader schema and a writer schema it can read: fields reordered, dropped
+    (they get defaults), added (the reader skips them), promoted."""
+    kinds = ["boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed", "date", "ts", "dec"]
+    promotions = {"long": ["int"], "float": ["int", "long"], "double": ["int", "long", "float"], "string": ["bytes"],
+                  "bytes": ["string"]}
+    defaults = {"boolean": True, "int": -3, "long": 2**40, "float": 1.5, "double": -2.25, "string": "dflt",
+                "bytes": "\u007f\u0000", "enum": "B", "fixed": "abc", "date": 19000, "ts": 1_700_000_000_000,
+                "dec": "\u0001"}
+
+    def typ(kind: str) -> object:
+        return {"enum": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]},
+                "fixed": {"type": "fixed", "name": "F", "size": 3},
+                "date": {"type": "int", "logicalType": "date"},
+                "ts": {"type": "long", "logicalType": "timestamp-millis"},
+                "dec": {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 3}}.get(kind, kind)
+
+    reader_fields, writer_fields, named = [], [], set()
+    for i in range(rng.randint(1, 9)):
+        kind = rng.choice(kinds)
+        if kind in ("enum", "fixed"):
+            if kind in named:
+                kind = "long"
+            named.add(kind)
+        nullable = rng.random() < 0.4
+        rt = typ(kind)
+        field = {"name": f"f{i}", "type": (["null", rt] if rng.random() < 0.5 else [rt, "null"]) if nullable else rt}
+        wkind = rng.choice([kind, *promotions.get(kind, [])]) if rng.random() < 0.5 else kind
+        wt = typ(wkind)
+        wfield = {"name": f"f{i}", "type": (["null", wt] if rng.random() < 0.5 else [wt, "null"]) if nullable else wt}
+        roll = rng.random()
+        if roll < 0.15:  # the writer does not have it: the reader's default
+            if nullable and field["type"][0] == "null":
+                field["default"] = None
+            else:
+                field["default"] = defaults[kind] if not nullable else None
+                if nullable:
+                    field["type"] = [rt, "null"]
+                    field["default"] = defaults[kind]
+        else:
+            writer_fields.append(wfield)
+        reader_fields.append(field)
+    for i in range(rng.randint(0, 2)):  # writer-only fields: skipped
+        writer_fields.insert(rng.randint(0, len(writer_fields)), {"name": f"extra{i}", "type": rng.choice(
+            ["long", "string", ["null", "double"], "boolean"])})
+    rng.shuffle(writer_fields)
+    return ({"type": "record", "name": "R", "fields": reader_fields},
+            {"type": "record", "name": "R", "fields": writer_fields})
+
+
+def _random_value(rng: random.Random, t: object) -> object:
+    if isinstance(t, list):
+        return None if rng.random() < 0.3 else _random_value(rng, next(x for x in t if x != "null"))
+    if isinstance(t, dict):
+        lt = t.get("logicalType")
+        if lt == "date":
+            return dt.date(1970, 1, 1) + dt.timedelta(days=rng.randint(-30000, 30000))
+        if lt == "timestamp-millis":
+            return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=rng.randint(-2**40, 2**42))
+        if lt == "decimal":
+            return decimal.Decimal(rng.randint(-10**15, 10**15)).scaleb(-3)
+        if t["type"] == "enum":
+            return rng.choice(t["symbols"])
+        if t["type"] == "fixed":
+            return rng.randbytes(3)
+        t = t["type"]
+    return {"boolean": lambda: rng.random() < 0.5, "int": lambda: rng.randint(-2**31, 2**31 - 1),
+            "long": lambda: rng.randint(-2**63, 2**63 - 1), "float": lambda: float(rng.randint(-1000, 1000)) / 8,
+            "double": lambda: rng.uniform(-1e300, 1e300), "string": lambda: "".join(rng.choice("aé€😀z") for _ in
+                                                                                     range(rng.randint(0, 6))),
+            "bytes": lambda: rng.randbytes(rng.randint(0, 5))}[t]()
+
+
+def _plain_rows(arr: pa.StructArray) -> list[dict | None]:
+    """Rows with dates and timestamps as their integers (a corrupted record may hold a
+    date Python cannot represent, which Arrow and Spark can)."""
+    cols = {}
+    for i, f in enumerate(arr.type):
+        c = arr.field(i)
+        if pa.types.is_date32(f.type):
+            c = c.view(pa.int32())
+        elif pa.types.is_timestamp(f.type):
+            c = c.view(pa.int64())
+        cols[f.name] = c.to_pylist()
+    valid = arr.is_valid().to_pylist()
+    return [{k: v[i] for k, v in cols.items()} if valid[i] else None for i in range(len(arr))]
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_numba_kernel_agrees_with_fastavro(seed, monkeypatch):
+    """Random flat schemas and evolutions, random records, some of them corrupted: the
+    kernel decodes exactly what fastavro decodes (and refuses at least what it refuses)."""
+    from spark_jobs import avro_kernel, typed_values
+
+    rng = random.Random(seed)
+    reader, writer = _random_flat_schemas(rng)
+    col = column(reader, 2)
+    assert avro_kernel.plan(writer, reader, list(typed_values._raw_type(
+        col.node, typed_values._arrow_type(col.node)))) is not None, (reader, writer)
+    values, corrupted = [], []
+    parsed = fastavro.parse_schema(writer)
+    for _ in range(300):
+        rec = {f["name"]: _random_value(rng, f["type"]) for f in writer["fields"]}
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, rec)
+        payload = bytearray(buf.getvalue())
+        bad = rng.random() < 0.25
+        if bad and payload:
+            if rng.random() < 0.5:
+                payload = payload[:rng.randrange(len(payload))]
+            else:
+                payload[rng.randrange(len(payload))] = rng.randrange(256)
+        values.append(frame(1, bytes(payload)))
+        corrupted.append(bad)
+    reg = StubRegistry({1: (writer, "AVRO"), 2: (reader, "AVRO")})
+    kv, _, ke = decode_column(col, reg, pa.array(values, pa.binary()))
+    monkeypatch.setattr(typed_values._Decoder, "_plan", lambda self, w: None)
+    fv, _, fe = decode_column(col, StubRegistry(reg.schemas), pa.array(values, pa.binary()))
+    assert kv.type == fv.type
+    for i, (k, f, kerr, ferr, bad) in enumerate(zip(_plain_rows(kv), _plain_rows(fv), ke.to_pylist(), fe.to_pylist(),
+                                                    corrupted, strict=True)):
+        if not bad:  # (bytes written, read as string: both refuse what is not UTF-8)
+            assert (kerr is None) == (ferr is None) and _same(k, f), (i, k, f, kerr, ferr)
+        elif kerr is None:
+            assert ferr is None and _same(k, f), (i, k, f, kerr, ferr)
+
+
 def test_json_values_are_shaped_to_the_schema():
     schema = {"type": "object", "properties": {"user": {"type": "string"}, "n": {"type": "integer"},
                                                "tags": {"type": "array", "items": {"type": "string"}},
