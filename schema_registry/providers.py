@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import avro, json_schema
+from . import avro, json_schema, protobuf
 from .schema_types import PARSERS
 
-__all__ = ["PARSERS", "avro", "json_schema"]
+__all__ = ["PARSERS", "avro", "json_schema", "protobuf"]

@@ -135,8 +135,18 @@ class SchemaRegistry:
     def versions(self, subject: str, deleted: bool = False) -> list[int]:
         return [r.version for r in self._versions(subject, deleted)]
 
-    def version(self, subject: str, version: int | str, deleted: bool = False) -> dict:
-        return version_body(self._version(subject, version, deleted))
+    def version(self, subject: str, version: int | str, deleted: bool = False, fmt: str | None = None) -> dict:
+        rec = self._version(subject, version, deleted)
+        return version_body(rec, self._formatted(rec.schema_type, rec.schema, rec.references, fmt))
+
+    def _formatted(self, schema_type: str, schema: str, refs: tuple[Reference, ...], fmt: str | None) -> str:
+        """The stored schema in the ``format`` a client asks for (Confluent's
+        ``formattedString``: Protobuf's ``serialized`` is the base64 FileDescriptorProto its
+        deserializer reads); the stored text when the type has no such format."""
+        if not fmt:
+            return schema
+        formatted = getattr(self.parse(schema_type, schema, refs), "formatted_string", None)
+        return formatted(fmt) if formatted is not None else schema
 
     def version_schema(self, subject: str, version: int | str, deleted: bool = False) -> str:
         return self._version(subject, version, deleted).schema
@@ -145,11 +155,12 @@ class SchemaRegistry:
         rec = self._version(subject, version, deleted=True)
         return self.state.referenced_by(rec.subject, rec.version)
 
-    def schema_by_id(self, schema_id: int) -> dict:
+    def schema_by_id(self, schema_id: int, fmt: str | None = None) -> dict:
         content = self.state.by_id.get(schema_id)
         if content is None:
             raise errors.schema_not_found(schema_id)
         schema_type, schema, refs = content
+        schema = self._formatted(schema_type, schema, refs, fmt)
         body: dict[str, Any] = {}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
@@ -423,14 +434,15 @@ def _ref_str(r: Reference) -> str:
     return f"{{name='{r.name}', subject='{r.subject}', version={r.version}}}"
 
 
-def version_body(rec: SchemaRecord) -> dict:
-    """A Schema entity as GET /subjects/{s}/versions/{v} answers it."""
+def version_body(rec: SchemaRecord, schema: str | None = None) -> dict:
+    """A Schema entity as GET /subjects/{s}/versions/{v} answers it (``schema``: the text in
+    a requested format)."""
     body: dict[str, Any] = {"subject": rec.subject, "version": rec.version, "id": rec.id}
     if rec.schema_type != "AVRO":
         body["schemaType"] = rec.schema_type
     if rec.references:
         body["references"] = [_ref_doc(r) for r in rec.references]
-    body["schema"] = rec.schema
+    body["schema"] = rec.schema if schema is None else schema
     return body
 
 

@@ -248,8 +248,8 @@ class RegistryListener:
 
     async def _version(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
-        deleted = _flag(request, "deleted")
-        return await self._read(request, lambda c: c.version(subject, version, deleted))
+        deleted, fmt = _flag(request, "deleted"), request.query.get("format")
+        return await self._read(request, lambda c: c.version(subject, version, deleted, fmt))
 
     async def _version_schema(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
@@ -293,8 +293,8 @@ class RegistryListener:
             raise errors.schema_not_found(raw) from None
 
     async def _schema(self, request: web.Request) -> web.StreamResponse:
-        schema_id = self._id(request)
-        return await self._read(request, lambda c: c.schema_by_id(schema_id))
+        schema_id, fmt = self._id(request), request.query.get("format")
+        return await self._read(request, lambda c: c.schema_by_id(schema_id, fmt))
 
     async def _schema_text(self, request: web.Request) -> web.StreamResponse:
         schema_id = self._id(request)

@@ -10,15 +10,18 @@ from __future__ import annotations
 import base64
 
 import pytest
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, topic_subject_name_strategy
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.common.protobuf import _init_pool, _schema_to_str, _str_to_proto
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from schema_registry import protobuf_diff
-from schema_registry.protobuf import ProtobufSchema, parse
+from schema_registry.protobuf import parse
 from schema_registry.schema_types import PARSERS, InvalidSchemaError, ParsedSchema
+from tests.krait_harness import BrokerProcess, free_port
+
+from .registry_http import call
 
 P3 = 'syntax = "proto3";\n'
 P2 = 'syntax = "proto2";\n'
@@ -661,63 +664,33 @@ def _user_classes() -> tuple[type, type]:
             message_factory.GetMessageClass(pool.FindMessageTypeByName("krait.common.Address")))
 
 
-class _Registry:
-    """The part of confluent-kafka's SchemaRegistryClient its Protobuf serde use, answered
-    with this module: what a register stores is the canonical string, as the registry does."""
-
-    def __init__(self) -> None:
-        self.schemas: list[tuple[str, ProtobufSchema, list]] = []  # (subject, parsed, references)
-
-    def _parse(self, schema: Schema) -> ProtobufSchema:
-        refs = {}
-        for ref in schema.references or []:
-            refs[ref.name] = next(p for s, p, _ in self.schemas if s == ref.subject).canonical_string()
-        return parse(schema.schema_str, refs)
-
-    def register_schema(self, subject: str, schema: Schema, normalize_schemas: bool = False) -> int:
-        parsed = self._parse(schema)
-        for i, (s, p, _) in enumerate(self.schemas):
-            if s == subject and p == parsed:
-                return i + 1
-        self.schemas.append((subject, parsed, list(schema.references or [])))
-        return len(self.schemas)
-
-    def register_schema_full_response(self, subject: str, schema: Schema, normalize_schemas: bool = False):
-        schema_id = self.register_schema(subject, schema)
-        return RegisteredSchema(subject=subject, version=1, schema_id=schema_id, guid=None, schema=schema)
-
-    def lookup_schema(self, subject: str, schema: Schema, normalize_schemas: bool = False, deleted: bool = False):
-        return RegisteredSchema(subject=subject, version=1, schema_id=self.register_schema(subject, schema), guid=None,
-                                schema=schema)
-
-    def _as(self, index: int, fmt: str | None) -> Schema:
-        _, parsed, refs = self.schemas[index]
-        return Schema(parsed.formatted_string(fmt), "PROTOBUF", refs)
-
-    def get_schema(self, schema_id: int, subject_name: str | None = None, fmt: str | None = None) -> Schema:
-        return self._as(schema_id - 1, fmt)
-
-    def get_version(self, subject: str, version: int, deleted: bool = False, fmt: str | None = None):
-        index = next(i for i, (s, _, _) in enumerate(self.schemas) if s == subject)
-        return RegisteredSchema(subject=subject, version=version, schema_id=index + 1, guid=None,
-                                schema=self._as(index, fmt))
+@pytest.fixture(scope="module")
+def registry_url():
+    port = free_port()
+    b = BrokerProcess(overrides={"krait.schema.registry.listener": f"127.0.0.1:{port}"}).start()
+    yield f"http://127.0.0.1:{port}"
+    b.stop()
 
 
-def test_confluent_kafka_serializer_schemas_parse() -> None:
-    """The serializer registers base64 FileDescriptorProtos (the import first, as its own
-    subject); the registry reads them as Confluent does, and the deserializer, asking for
-    format=serialized, reads the record back."""
+def test_confluent_kafka_serializer_schemas_parse(registry_url) -> None:
+    """Confluent's ProtobufSerializer against Krait's registry: it registers base64
+    FileDescriptorProtos (the import first, as its own subject, then the message's schema
+    with a reference to it); the registry reads them as Confluent does and stores the
+    canonical .proto text, and the deserializer, asking for format=serialized, reads the
+    record back."""
     user_class, address_class = _user_classes()
-    registry = _Registry()
+    registry = SchemaRegistryClient({"url": registry_url})
     conf = {"use.deprecated.format": False, "subject.name.strategy": topic_subject_name_strategy}
     serializer = ProtobufSerializer(user_class, registry, conf)
     ctx = SerializationContext("users", MessageField.VALUE)
     user = user_class(name="ann", home=address_class(city="Oslo"), labels={"a": "b"}, nick="an", role=1)
     user.created.seconds = 7
     data = serializer(user, ctx)
-    assert [s for s, _, _ in registry.schemas] == ["krait/common.proto", "users-value"]
+    assert registry.get_subjects() == ["krait/common.proto", "users-value"]
     base64.b64decode(serializer._schema.schema_str, validate=True)  # what was registered is base64
-    assert registry.schemas[1][1].canonical_string() == P3 + """package krait.users;
+    stored = call(f"{registry_url}/subjects/users-value/versions/1")[1]
+    assert stored["references"] == [{"name": "krait/common.proto", "subject": "krait/common.proto", "version": 1}]
+    assert stored["schema"] == P3 + """package krait.users;
 
 import "krait/common.proto";
 import "google/protobuf/timestamp.proto";
@@ -743,6 +716,9 @@ enum Role {
 """
     deserializer = ProtobufDeserializer(user_class, conf, registry)
     assert deserializer(data, ctx) == user
+    # and a new client, with nothing cached, reads it too
+    fresh = SchemaRegistryClient({"url": registry_url})
+    assert ProtobufDeserializer(user_class, conf, fresh)(data, ctx) == user
 
 
 def test_serialized_format_round_trip() -> None:
