@@ -56,9 +56,11 @@ class RegistryClient:
             payload = err.read()
             try:
                 doc = json.loads(payload)
-                raise CommandError(f"{doc['error_code']}: {doc['message']}") from None
+                message = f"{doc['error_code']}: {doc['message']}"
             except (ValueError, KeyError, TypeError):
-                raise CommandError(f"HTTP {err.code}: {payload[:200].decode(errors='replace')}") from None
+                message = f"HTTP {err.code}: {payload[:200].decode(errors='replace')}"
+            # one line, whatever the answer holds (a 42201 quotes the schema as submitted)
+            raise CommandError(" ".join(message.split())) from None
         except (urllib.error.URLError, OSError) as exc:
             raise CommandError(f"cannot reach the schema registry at {self.url}: "
                                f"{getattr(exc, 'reason', exc)}") from None

@@ -306,21 +306,12 @@ def html_404():
     srv.server_close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "krait schemas prints a non-JSON error answer's body as is (RegistryClient.call: "
-    "f'HTTP {err.code}: {payload[:200]...}'), so an HTML 404 page from a URL that is no "
-    "registry makes a multi-line error: 'Error: HTTP 404: <html>\\n<body>Not Found</body>\\n</html>\\n\\n'"))
 def test_a_url_that_is_no_registry_is_one_line(html_404):
     rc, out, err = krait(html_404, "list")
     assert (rc, out) == (1, "")
     assert err.startswith("Error: HTTP 404: ") and err.count("\n") == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the registry's 42201 message quotes the schema text as submitted (as Confluent's does), and "
-    "krait schemas prints it as is: an indented .avsc file that does not parse gives an error of "
-    "as many lines as the file ('Error: 42201: Invalid schema {\\n  \"type\": \"record\",\\n ...} with refs [] "
-    "of type AVRO, details: Undefined schema: strin')"))
 def test_an_invalid_indented_schema_is_one_line(registry, tmp_path):
     bad = _write(tmp_path, "bad.avsc", {"type": "record", "name": "X", "fields": [{"name": "a", "type": "strin"}]})
     rc, out, err = krait(registry, "register", f"{_prefix()}-bad", bad)
