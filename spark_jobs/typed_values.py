@@ -458,7 +458,11 @@ class _Decoder:
                 try:
                     vals.append(schemaless_reader(io.BytesIO(mv[s:e]), writer, reader, return_named_type=named))
                 except Exception as exc:  # any failure is this record's
-                    errors[r] = f"schema id {sid}: the Avro payload cannot be decoded: {_describe(exc)}"
+                    if type(exc).__name__ == "SchemaResolutionError":
+                        errors[r] = (f"schema id {sid} cannot be read with the reader schema ({self.col.subject} "
+                                     f"version {self.col.reader.version}): {exc}")
+                    else:
+                        errors[r] = f"schema id {sid}: the Avro payload cannot be decoded: {_describe(exc)}"
                     continue
                 good.append(r)
         else:

@@ -316,7 +316,7 @@ def test_undecodable_records_are_null_with_the_reason():
     assert "3 bytes" in e[3] and "0 bytes" in e[4]
     assert "schema id 99 is not in the schema registry" in e[5]
     assert "truncated" in e[6]
-    assert "schema id 5" in e[7] and "cannot be decoded" in e[7]
+    assert "schema id 5 cannot be read with the reader schema (t-value version 1)" in e[7]
     assert "JSON schema, not AVRO" in e[8]
 
 
@@ -615,6 +615,42 @@ def test_spark_typed_read_refusals(spark, tmp_path, orders_registry):
         spark.read.format("kafka-segments").schema("value binary").option("log.dirs", log_dir) \
             .option("valueFormat", "avro").option("schema.registry.url", orders_registry.url) \
             .option("subscribe", "orders").load().collect()
+
+
+def test_spark_decodes_keys_too_with_basic_auth_and_shared_subjects(spark, tmp_path):
+    """keyFormat: a primitive Avro key schema (a plain string column, not a struct);
+    basic auth on the registry; two topics read with one subject when their subjects'
+    latest schemas are the same, refused when they differ."""
+    reg = FakeRegistry({"a-key": [(20, '"string"', "AVRO")], "b-key": [(20, '"string"', "AVRO")],
+                        "c-key": [(21, '"long"', "AVRO")],
+                        "a-value": [(1, ORDER_V1, "AVRO")], "b-value": [(1, ORDER_V1, "AVRO")]}, user_info="spark:s3cret")
+    try:
+        log_dir = str(tmp_path)
+        for topic in ("a", "b", "c"):
+            w = PartitionWriter(log_dir, topic, 0)
+            w.append([(frame(21, avro_bytes("long", i)) if topic == "c" else
+                       frame(20, avro_bytes("string", f"{topic}-{i}")),
+                       frame(1, avro_bytes(ORDER_V1, {"id": i, "region": "eu", "qty": i, "customer": None})), [])
+                      for i in range(10)], timestamp=1_700_000_000_000)
+            w.close()
+        auth = {"schema.registry.basic.auth.user.info": "spark:s3cret"}
+        df = read(spark, log_dir, reg.url, subscribe="a,b", keyFormat="avro", valueFormat="avro", **auth)
+        assert df.columns[-4:] == ["keySchemaId", "keyError", "valueSchemaId", "valueError"]
+        assert df.schema["key"].dataType.simpleString() == "string"
+        rows = df.orderBy("topic", "offset").collect()
+        assert [r.key for r in rows] == [f"{t}-{i}" for t in "ab" for i in range(10)]
+        assert {r.keySchemaId for r in rows} == {20} and [r.value.qty for r in rows] == list(range(10)) * 2
+        with pytest.raises(Exception, match="different key schemas"):
+            read(spark, log_dir, reg.url, subscribe="a,c", keyFormat="avro", **auth)
+        # keySubject: c's keys read with a-key's schema: its long keys do not resolve to a string
+        c = read(spark, log_dir, reg.url, subscribe="c", keyFormat="avro", keySubject="a-key", **auth).collect()
+        assert len(c) == 10 and all(r.key is None and r.keySchemaId == 21 and "schema id 21" in r.keyError
+                                    for r in c), c[0]
+        assert "cannot be read with the reader schema (a-key version 1)" in c[0].keyError
+        with pytest.raises(Exception, match="Unauthorized"):
+            read(spark, log_dir, reg.url, subscribe="a", keyFormat="avro")
+    finally:
+        reg.close()
 
 
 def test_spark_reads_json_values_and_streams(spark, tmp_path, orders_registry):
