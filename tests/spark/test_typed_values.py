@@ -764,3 +764,36 @@ def test_end_to_end_avro_two_versions_through_krait_registry(spark, registry_bro
     assert bad.value is None and bad.valueSchemaId is None and "magic byte 0x70" in bad.valueError
     tomb = df.where("key = 'tombstone'").collect()[0]
     assert (tomb.value, tomb.valueSchemaId, tomb.valueError) == (None, None, None)
+
+
+def test_end_to_end_json_schema_through_krait_registry(spark, registry_broker):
+    """JSON values written by confluent-kafka's JSONSerializer (Krait's registry assigns the
+    id) read by Spark with valueFormat=json as the struct of the schema's properties."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    b, topic = registry_broker, "events-e2e"
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Event", "type": "object",
+              "properties": {"user": {"type": "string"}, "n": {"type": "integer"},
+                             "score": {"type": ["null", "number"]},
+                             "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["user", "n"]}
+    client = SchemaRegistryClient({"url": b.registry_url})
+    ser = JSONSerializer(json.dumps(schema), client)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    events = [{"user": f"u{i % 4}", "n": i, "score": None if i % 3 else i / 2, "tags": ["x"] * (i % 2)}
+              for i in range(200)]
+    producer = ck.Producer({"bootstrap.servers": b.bootstrap})
+    for e in events:
+        producer.produce(topic, value=ser(e, ctx))
+    assert producer.flush(30) == 0
+    sid = client.get_latest_version(f"{topic}-value").schema_id
+    df = read(spark, b.log_dir, b.registry_url, subscribe=topic, valueFormat="json", highWatermark="ignore")
+    assert df.schema["value"].dataType.simpleString() == "struct<user:string,n:bigint,score:double,tags:array<string>>"
+    rows = df.orderBy("offset").collect()
+    assert [r.value.asDict() for r in rows] == events
+    assert {r.valueSchemaId for r in rows} == {sid} and all(r.valueError is None for r in rows)
+    assert {r["user"]: r["count"] for r in df.groupBy("value.user").count().collect()} == \
+        Counter(e["user"] for e in events)
