@@ -59,7 +59,7 @@ def parse_listener(value: str) -> tuple[str, str, int] | None:
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=status, content_type=CONTENT_TYPE)
+    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=CONTENT_TYPE)
 
 
 def _error(err: RegistryError) -> web.Response:
