@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .decode import _kernels as batch_kernels
+
 __all__ = ["Plan", "plan", "decode", "ERRORS"]
 
 # operations
@@ -399,18 +401,6 @@ def _decode(buf, starts, ends, prog, enum_map, ints, flts, bpos, blen, valid, er
         err_field[r] = f if code else -1
 
 
-def _gather(buf, pos, length, offsets, data):
-    o = 0
-    offsets[0] = 0
-    for i in range(pos.shape[0]):
-        ln = length[i]
-        if ln > 0:
-            p = pos[i]
-            data[o:o + ln] = buf[p:p + ln]
-            o += ln
-        offsets[i + 1] = o
-
-
 _KERNELS: Any = None
 
 
@@ -426,7 +416,7 @@ def _kernels() -> Any:
             g["_long"] = numba.njit(inline="always")(g["_long"])
             g["_utf8_ok"] = numba.njit(g["_utf8_ok"])
         jit = numba.njit(cache=True, nogil=True)
-        _KERNELS = types.SimpleNamespace(decode=jit(_decode), gather=jit(_gather))
+        _KERNELS = types.SimpleNamespace(decode=jit(_decode))
     return _KERNELS
 
 
@@ -485,7 +475,7 @@ def _binary(k: Any, typ: pa.DataType, buf: np.ndarray, pos: np.ndarray, length: 
     total = int(length[length > 0].sum())
     offsets = np.empty(n + 1, dtype=np.int32)
     data = np.empty(total, dtype=np.uint8)
-    k.gather(buf, pos, length, offsets, data)
+    batch_kernels().gather(buf, pos, length, offsets, data)  # the batch decoder's copy loop
     valid = length >= 0
     nulls = n - int(np.count_nonzero(valid))
     validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
