@@ -34,21 +34,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from txn_bench import client_cpu, cpu_seconds  # noqa: E402
 
 from tests.krait_harness import BrokerProcess, free_port  # noqa: E402
 
-CLK = os.sysconf("SC_CLK_TCK")
 CT = "application/vnd.schemaregistry.v1+json"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
-
-
-def client_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def schema(subject: int, version: int) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 from .config import ConfigError
@@ -37,6 +38,25 @@ def parse_http_listener(value: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
+async def serve_app(app, host: str, port: int, key: str, ssl_context: ssl.SSLContext | None = None):
+    """Serve an aiohttp ``app`` on host:port: (its runner, the bound port, which 0 leaves to
+    the kernel). A port that cannot be bound is an OSError naming the config ``key``, which
+    stops start-up."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host or None, port, reuse_address=True, ssl_context=ssl_context)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise OSError(exc.errno, f"{key}={host}:{port}: cannot listen: {why} "
+                                 f"(set {key} to another HOST:PORT, or empty to disable it)") from None
+    return runner, runner.addresses[0][1] if runner.addresses else port
+
+
 class HttpListener:
     """The running HTTP server of one broker."""
 
@@ -57,19 +77,7 @@ class HttpListener:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-            raise OSError(exc.errno, f"{KEY}={self.host}:{self.port}: cannot listen: {why} "
-                                     f"(set {KEY} to another HOST:PORT, or empty to disable it)") from None
-        self._runner = runner
-        if runner.addresses:  # the bound port when 0 asked for any
-            self.port = runner.addresses[0][1]
+        self._runner, self.port = await serve_app(app, self.host, self.port, KEY)
         log.info("HTTP listener on %s:%d (/metrics, /healthz, /readyz)", self.host, self.port)
 
     async def stop(self) -> None:

@@ -10,7 +10,6 @@ registration), as Confluent's followers forward to their leader.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import ssl
@@ -24,6 +23,7 @@ from schema_registry.errors import RegistryError
 from schema_registry.registry import SchemaRegistry
 
 from ..config import ConfigError
+from ..http import serve_app
 from ..security.client_security import build_ssl_context
 from ..security.tls import server_context
 from .auth import RegistryAuth
@@ -99,19 +99,7 @@ class RegistryListener:
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors])
         self._routes(app.router)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=self._ssl)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-            raise OSError(exc.errno, f"{KEY}={self.host}:{self.port}: cannot listen: {why} "
-                                     f"(set {KEY} to another HOST:PORT, or empty to disable it)") from None
-        self._runner = runner
-        if runner.addresses:
-            self.port = runner.addresses[0][1]
+        self._runner, self.port = await serve_app(app, self.host, self.port, KEY, self._ssl)
         log.info("Schema Registry on %s", self.url(self.host or "0.0.0.0"))
 
     async def stop(self) -> None:
