@@ -1,31 +1,40 @@
 """Typed keys and values in kafka-segments reads (``valueFormat`` / ``keyFormat`` avro or
 json with ``schema.registry.url``): the Avro and JSON Schema -> Spark type mapping, batch
 decoding against fastavro (schema evolution, logical types, unions, broken records), the
-registry client, Spark reads over a log dir with a small stand-in registry, and the end to
-end test: records produced with confluent-kafka's AvroSerializer through a Krait broker
-with its Schema Registry, read back typed by Spark."""
+registry client and Spark reads over a written log dir, both against Krait's own Schema
+Registry (a broker serving it, schemas registered through its REST API; a SASL broker's for
+basic auth), and the end to end test: records produced with confluent-kafka's
+AvroSerializer through a Krait broker with its Schema Registry, read back typed by Spark."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import io
 import json
 import random
 import struct
-import threading
+import urllib.request
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import fastavro
 import pyarrow as pa
 import pytest
 
-from spark_jobs.registry_client import RegisteredSchema, RegistryClient, RegistryUnavailable, SchemaNotFound
+from spark_jobs.registry_client import (
+    RegisteredSchema,
+    RegistryClient,
+    RegistryError,
+    RegistryUnavailable,
+    SchemaNotFound,
+)
 from spark_jobs.synth import PartitionWriter
 from spark_jobs.typed_schema import avro_node, json_node
 from spark_jobs.typed_values import TypedColumn, decode_column, wire_prefix
+from tests.krait_harness import BrokerProcess, free_port
+from tests.schema_registry.registry_http import call
+from tests.security.secure_broker import ADMIN, ALICE, PLAIN_USERS, STANDARD_AUTHORIZER, plain_jaas
 
 ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"},
@@ -49,80 +58,68 @@ def avro_bytes(schema: dict, record: dict) -> bytes:
     return buf.getvalue()
 
 
-class FakeRegistry:
-    """A stand-in for the registry's two reads (tests of the pure parts and of Spark reads
-    over a written log dir); the real one is used by the end-to-end test."""
-
-    def __init__(self, subjects: dict[str, list[tuple[int, dict | str, str]]], *, user_info: str | None = None,
-                 references: dict[int, list[dict]] | None = None):
-        self.subjects = subjects  # subject -> [(id, schema, schemaType)] by version
-        self.references = references or {}
-        self.by_id = {i: (s, t) for vs in subjects.values() for i, s, t in vs}
-        self.user_info = user_info
-        self.requests: list[str] = []
-        reg = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                reg.requests.append(self.path)
-                if reg.user_info and self.headers.get("Authorization") != \
-                        "Basic " + base64.b64encode(reg.user_info.encode()).decode():
-                    return self.answer(401, {"error_code": 401, "message": "Unauthorized"})
-                parts = self.path.strip("/").split("/")
-                if parts[:2] == ["schemas", "ids"] and parts[2].isdigit() and int(parts[2]) in reg.by_id:
-                    sid = int(parts[2])
-                    return self.answer(200, reg.body(sid))
-                if parts[0] == "schemas":
-                    return self.answer(404, {"error_code": 40403, "message": "Schema not found"})
-                if parts[0] == "subjects" and len(parts) == 4 and parts[2] == "versions":
-                    versions = reg.subjects.get(parts[1])
-                    if not versions:
-                        return self.answer(404, {"error_code": 40401, "message": f"Subject '{parts[1]}' not found."})
-                    v = len(versions) if parts[3] == "latest" else int(parts[3])
-                    if not 1 <= v <= len(versions):
-                        return self.answer(404, {"error_code": 40402, "message": "Version not found."})
-                    sid = versions[v - 1][0]
-                    return self.answer(200, {"subject": parts[1], "version": v, "id": sid, **reg.body(sid)})
-                return self.answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
-
-            def answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def body(self, sid: int) -> dict:
-        schema, stype = self.by_id[sid]
-        out = {"schema": schema if isinstance(schema, str) else json.dumps(schema)}
-        if stype != "AVRO":
-            out["schemaType"] = stype
-        if sid in self.references:
-            out["references"] = self.references[sid]
-        return out
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def register(url: str, subject: str, schema: dict | str, schema_type: str = "AVRO", *,
+             references: list[dict] | None = None, user: str | None = None) -> int:
+    """Register a schema through the registry's REST API; the id the registry gives."""
+    body: dict = {"schema": schema if isinstance(schema, str) else json.dumps(schema)}
+    if schema_type != "AVRO":
+        body["schemaType"] = schema_type
+    if references:
+        body["references"] = references
+    status, answer, _ = call(f"{url}/subjects/{subject}/versions", "POST", body, user=user)
+    assert status == 200, (subject, status, answer)
+    return answer["id"]
 
 
-@pytest.fixture
-def orders_registry():
-    reg = FakeRegistry({"orders-value": [(1, ORDER_V1, "AVRO"), (2, ORDER_V2, "AVRO")],
-                        "events-value": [(7, {"type": "object", "properties": {
-                            "user": {"type": "string"}, "n": {"type": "integer"},
-                            "tags": {"type": "array", "items": {"type": "string"}},
-                            "meta": {}}}, "JSON")]})
-    yield reg
-    reg.close()
+def _user(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}:{pair[1]}"
+
+
+@pytest.fixture(scope="module")
+def registry_broker(tmp_path_factory):
+    """A Krait broker serving its Schema Registry over plain http, without auth (shared by
+    the tests of this module, each with its own subjects and topics)."""
+    port = free_port()
+    b = BrokerProcess(str(tmp_path_factory.mktemp("registry") / "logs"),
+                      {"krait.schema.registry.listener": f"127.0.0.1:{port}"}).start()
+    b.registry_url = f"http://127.0.0.1:{port}"
+    yield b
+    b.kill()
+
+
+@pytest.fixture(scope="module")
+def secured_registry(tmp_path_factory):
+    """A Krait broker with a SASL_PLAINTEXT listener only (PLAIN users, no certificates) and
+    an authorizer: its registry, on plain http, wants HTTP basic auth against those users on
+    every request and lets only the super user (ADMIN) write."""
+    port = free_port()
+    b = BrokerProcess(str(tmp_path_factory.mktemp("secured-registry") / "logs"))
+    b.overrides.update({
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{b.port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": f"User:{ADMIN[0]}",
+        "allow.everyone.if.no.acl.found": "true",
+        "krait.schema.registry.listener": f"http://127.0.0.1:{port}",
+    })
+    b.start()
+    b.registry_url = f"http://127.0.0.1:{port}"
+    yield b
+    b.kill()
+
+
+@pytest.fixture(scope="module")
+def orders_registry(registry_broker):
+    """orders-value (ORDER_V1, then ORDER_V2) and events-value (a JSON Schema) registered in
+    the plain broker's registry: its URL and the ids it gave."""
+    url = registry_broker.registry_url
+    v1 = register(url, "orders-value", ORDER_V1)
+    v2 = register(url, "orders-value", ORDER_V2)
+    events = register(url, "events-value", {"type": "object", "properties": {
+        "user": {"type": "string"}, "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}}, "meta": {}}}, "JSON")
+    assert len({v1, v2, events}) == 3
+    return SimpleNamespace(url=url, v1=v1, v2=v2, events=events, schemas={v1: ORDER_V1, v2: ORDER_V2})
 
 
 def column(schema: dict | str, sid: int, fmt: str = "avro", subject: str = "t-value") -> TypedColumn:
@@ -198,6 +195,11 @@ def test_json_schema_maps_properties():
 
 
 class StubRegistry:
+    """The one method decode_column calls on a registry (``by_id``), answered from a dict,
+    in process: it feeds the pure decoding tests below, which pass decode_column schemas
+    and framed bytes directly (no HTTP; reads through HTTP use Krait's registry). It
+    records the ids asked for, and raises SchemaNotFound for an id it does not hold."""
+
     def __init__(self, schemas: dict[int, tuple[dict | str, str]]):
         self.schemas = schemas
         self.calls: list[int] = []
@@ -483,44 +485,66 @@ def test_wire_prefix_on_a_sliced_array():
 # --- the registry client --------------------------------------------------------------------------
 
 
-def test_registry_client_failover_auth_references_and_errors():
+def test_registry_client_failover_auth_references_and_errors(secured_registry, registry_broker, monkeypatch):
+    """The client against Krait's registry: a first URL where nothing listens, then the
+    secured registry (basic auth); a schema with a reference, registered with it; the
+    registry's 404s and 401s as the client raises them."""
+    url = secured_registry.registry_url
     inner = {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}
     outer = {"type": "record", "name": "Customer", "fields": [{"name": "home", "type": "Address"}]}
-    reg = FakeRegistry({"addr": [(10, inner, "AVRO")], "cust": [(11, outer, "AVRO")]}, user_info="u:p",
-                       references={11: [{"name": "Address", "subject": "addr", "version": 1}]})
-    try:
-        from tests.krait_harness import free_port
+    admin = _user(ADMIN)
+    addr_id = register(url, "client-addr", inner, user=admin)
+    cust_id = register(url, "client-cust", outer, user=admin,
+                       references=[{"name": "Address", "subject": "client-addr", "version": 1}])
+    assert addr_id != cust_id
 
-        dead = f"http://127.0.0.1:{free_port()}"
-        client = RegistryClient(f"{dead}, {reg.url}/", "u:p", attempts=1)
-        latest = client.version("cust")
-        assert (latest.id, latest.version, latest.schema_type) == (11, 1, "AVRO")
-        assert latest.references == (("Address", json.dumps(inner)),)
-        assert client.by_id(11).references == latest.references
-        n = len(reg.requests)
-        client.by_id(11)
-        assert len(reg.requests) == n  # cached
-        with pytest.raises(SchemaNotFound) as exc:
-            client.by_id(12345)
-        assert exc.value.error_code == 40403
-        with pytest.raises(SchemaNotFound):
-            client.version("nope")
-        with pytest.raises(Exception, match="Unauthorized"):
-            RegistryClient(reg.url, "u:wrong").version("cust")
-        with pytest.raises(RegistryUnavailable):
-            RegistryClient(dead, attempts=1).version("cust")
-        with pytest.raises(ValueError, match="http"):
-            RegistryClient("localhost:8081")
-    finally:
-        reg.close()
+    dead = f"http://127.0.0.1:{free_port()}"
+    client = RegistryClient(f"{dead}, {url}/", _user(ALICE), attempts=1)
+    latest = client.version("client-cust")
+    assert (latest.id, latest.version, latest.schema_type, latest.subject) == (cust_id, 1, "AVRO", "client-cust")
+    assert json.loads(latest.schema) == outer
+    assert [(name, json.loads(text)) for name, text in latest.references] == [("Address", inner)]
+    assert avro_node(latest.schema, latest.references).spark.simpleString() == "struct<home:struct<city:string>>"
+    assert client.by_id(cust_id).references == latest.references
+    # a schema by id is fetched once per process: count the requests the client sends
+    sent = []
+    urlopen = urllib.request.urlopen
+    monkeypatch.setattr(urllib.request, "urlopen", lambda req, **kw: sent.append(req.full_url) or urlopen(req, **kw))
+    assert client.by_id(cust_id) == client.by_id(cust_id) and sent == []
+    assert client.by_id(addr_id).references == () and sent == [f"{url}/schemas/ids/{addr_id}"]
+    # ids the registry never gave, a subject and a version it does not have
+    with pytest.raises(SchemaNotFound) as exc:
+        client.by_id(cust_id + 10_000)
+    assert (exc.value.status, exc.value.error_code) == (404, 40403)
+    with pytest.raises(SchemaNotFound) as exc:
+        client.version("nope")
+    assert exc.value.error_code == 40401
+    with pytest.raises(SchemaNotFound) as exc:
+        client.version("client-cust", 7)
+    assert exc.value.error_code == 40402
+    # a wrong password, no credentials: the registry's 401
+    for user_info in (f"{ALICE[0]}:wrong", None):
+        with pytest.raises(RegistryError, match="Unauthorized") as exc:
+            RegistryClient(url, user_info).version("client-cust")
+        assert (exc.value.status, exc.value.error_code) == (401, 401)
+    # the unsecured registry needs none
+    plain = RegistryClient(registry_broker.registry_url)
+    with pytest.raises(SchemaNotFound):
+        plain.version("client-cust")
+    with pytest.raises(RegistryUnavailable):
+        RegistryClient(dead, attempts=1).version("client-cust")
+    with pytest.raises(ValueError, match="http"):
+        RegistryClient("localhost:8081")
 
 
 # --- Spark reads over a written log dir ---------------------------------------------------------------
 
 
-def write_orders(log_dir: str, n: int = 2000, seed: int = 3) -> list[tuple[int, dict | None, bytes | None]]:
-    """orders-0/1: v1 and v2 Avro values, a few tombstones and broken values; returns
-    (schema id or None, record, raw value) per record in (partition, offset) order."""
+def write_orders(log_dir: str, ids: tuple[int, int], n: int = 2000,
+                 seed: int = 3) -> list[tuple[int, dict | None, bytes | None]]:
+    """orders-0/1: v1 and v2 Avro values (framed with ``ids``, the registry's ids of
+    ORDER_V1 and ORDER_V2), a few tombstones and broken values; returns (schema id or None,
+    record, raw value) per record in (partition, offset) order."""
     rng = random.Random(seed)
     out = []
     for p in (0, 1):
@@ -535,7 +559,7 @@ def write_orders(log_dir: str, n: int = 2000, seed: int = 3) -> list[tuple[int, 
             else:
                 v2 = x > 0.5
                 rec = order(rng, p * n + i, v2)
-                sid = 2 if v2 else 1
+                sid = ids[1] if v2 else ids[0]
                 value = frame(sid, avro_bytes(ORDER_V2 if v2 else ORDER_V1, rec))
             key = f"k{i % 7}".encode()
             batch.append((key, value, []))
@@ -549,7 +573,7 @@ def write_orders(log_dir: str, n: int = 2000, seed: int = 3) -> list[tuple[int, 
     return out
 
 
-def expected_orders(written: list) -> list[dict | None]:
+def expected_orders(written: list, schemas: dict[int, dict]) -> list[dict | None]:
     reader = fastavro.parse_schema(ORDER_V2)
     out = []
     for sid, _, value in written:
@@ -557,7 +581,7 @@ def expected_orders(written: list) -> list[dict | None]:
             out.append(None)
         else:
             out.append(fastavro.schemaless_reader(io.BytesIO(value[5:]),
-                                                  fastavro.parse_schema(ORDER_V1 if sid == 1 else ORDER_V2), reader))
+                                                  fastavro.parse_schema(schemas[sid]), reader))
     return out
 
 
@@ -570,21 +594,22 @@ def read(spark, log_dir: str, url: str, **opts: str):
 
 def test_spark_reads_typed_avro_values(spark, tmp_path, orders_registry):
     log_dir = str(tmp_path)
-    written = write_orders(log_dir)
+    written = write_orders(log_dir, (orders_registry.v1, orders_registry.v2))
+    expected = expected_orders(written, orders_registry.schemas)
     df = read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="avro")
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
                          "valueSchemaId", "valueError"]
     assert df.schema["value"].dataType.simpleString() == \
         "struct<id:bigint,region:string,qty:int,customer:string,channel:string,discount:double>"
     rows = df.orderBy("partition", "offset").collect()
-    assert [r.value.asDict() if r.value else None for r in rows] == expected_orders(written)
+    assert [r.value.asDict() if r.value else None for r in rows] == expected
     assert [r.valueSchemaId for r in rows] == [sid for sid, _, _ in written]
     broken = [r for r, (sid, _, v) in zip(rows, written, strict=True) if sid is None and v is not None]
     assert broken and all("magic byte 0x7b" in r.valueError for r in broken)
     assert all(r.valueError is None for r, (sid, _, _) in zip(rows, written, strict=True) if sid is not None)
     # a groupBy on a decoded field counts what fastavro decodes
     got = {r["region"]: r["count"] for r in df.groupBy("value.region").count().collect() if r["region"]}
-    assert got == Counter(e["region"] for e in expected_orders(written) if e)
+    assert got == Counter(e["region"] for e in expected if e)
     # the same with a narrow schema given by the query (only what it names is decoded)
     narrow = spark.read.format("kafka-segments").schema(
         "offset long, value struct<id:bigint,region:string,qty:int,customer:string,channel:string,discount:double>,"
@@ -592,7 +617,7 @@ def test_spark_reads_typed_avro_values(spark, tmp_path, orders_registry):
         .option("valueFormat", "avro").option("schema.registry.url", orders_registry.url).load()
     assert narrow.where("valueError IS NOT NULL").count() == len(broken)
     assert narrow.where("value.channel = 'web'").count() == sum(
-        1 for e in expected_orders(written) if e and e["channel"] == "web")
+        1 for e in expected if e and e["channel"] == "web")
     # an older version as the reader schema
     v1 = read(spark, log_dir, orders_registry.url, subscribe="orders", valueFormat="avro", valueSchemaVersion="1")
     assert "channel" not in v1.schema["value"].dataType.fieldNames()
@@ -601,7 +626,7 @@ def test_spark_reads_typed_avro_values(spark, tmp_path, orders_registry):
 
 def test_spark_typed_read_refusals(spark, tmp_path, orders_registry):
     log_dir = str(tmp_path)
-    write_orders(log_dir, n=20)
+    write_orders(log_dir, (orders_registry.v1, orders_registry.v2), n=20)
     with pytest.raises(Exception, match="has no version latest"):
         read(spark, log_dir, orders_registry.url, subscribe="orders", keyFormat="avro")
     with pytest.raises(Exception, match="valueFormat must be one of"):
@@ -617,47 +642,49 @@ def test_spark_typed_read_refusals(spark, tmp_path, orders_registry):
             .option("subscribe", "orders").load().collect()
 
 
-def test_spark_decodes_keys_too_with_basic_auth_and_shared_subjects(spark, tmp_path):
+def test_spark_decodes_keys_too_with_basic_auth_and_shared_subjects(spark, tmp_path, secured_registry):
     """keyFormat: a primitive Avro key schema (a plain string column, not a struct);
-    basic auth on the registry; two topics read with one subject when their subjects'
-    latest schemas are the same, refused when they differ."""
-    reg = FakeRegistry({"a-key": [(20, '"string"', "AVRO")], "b-key": [(20, '"string"', "AVRO")],
-                        "c-key": [(21, '"long"', "AVRO")],
-                        "a-value": [(1, ORDER_V1, "AVRO")], "b-value": [(1, ORDER_V1, "AVRO")]}, user_info="spark:s3cret")
-    try:
-        log_dir = str(tmp_path)
-        for topic in ("a", "b", "c"):
-            w = PartitionWriter(log_dir, topic, 0)
-            w.append([(frame(21, avro_bytes("long", i)) if topic == "c" else
-                       frame(20, avro_bytes("string", f"{topic}-{i}")),
-                       frame(1, avro_bytes(ORDER_V1, {"id": i, "region": "eu", "qty": i, "customer": None})), [])
-                      for i in range(10)], timestamp=1_700_000_000_000)
-            w.close()
-        auth = {"schema.registry.basic.auth.user.info": "spark:s3cret"}
-        df = read(spark, log_dir, reg.url, subscribe="a,b", keyFormat="avro", valueFormat="avro", **auth)
-        assert df.columns[-4:] == ["keySchemaId", "keyError", "valueSchemaId", "valueError"]
-        assert df.schema["key"].dataType.simpleString() == "string"
-        rows = df.orderBy("topic", "offset").collect()
-        assert [r.key for r in rows] == [f"{t}-{i}" for t in "ab" for i in range(10)]
-        assert {r.keySchemaId for r in rows} == {20} and [r.value.qty for r in rows] == list(range(10)) * 2
-        with pytest.raises(Exception, match="different key schemas"):
-            read(spark, log_dir, reg.url, subscribe="a,c", keyFormat="avro", **auth)
-        # keySubject: c's keys read with a-key's schema: its long keys do not resolve to a string
-        c = read(spark, log_dir, reg.url, subscribe="c", keyFormat="avro", keySubject="a-key", **auth).collect()
-        assert len(c) == 10 and all(r.key is None and r.keySchemaId == 21 and "schema id 21" in r.keyError
-                                    for r in c), c[0]
-        assert "cannot be read with the reader schema (a-key version 1)" in c[0].keyError
-        with pytest.raises(Exception, match="Unauthorized"):
-            read(spark, log_dir, reg.url, subscribe="a", keyFormat="avro")
-    finally:
-        reg.close()
+    basic auth on the registry (a SASL broker's: its PLAIN users); two topics read with one
+    subject when their subjects' latest schemas are the same, refused when they differ."""
+    url, admin = secured_registry.registry_url, _user(ADMIN)
+    string_id = register(url, "a-key", '"string"', user=admin)
+    assert register(url, "b-key", '"string"', user=admin) == string_id  # one schema, one id
+    long_id = register(url, "c-key", '"long"', user=admin)
+    order_id = register(url, "a-value", ORDER_V1, user=admin)
+    assert register(url, "b-value", ORDER_V1, user=admin) == order_id
+    assert len({string_id, long_id, order_id}) == 3
+    log_dir = str(tmp_path)
+    for topic in ("a", "b", "c"):
+        w = PartitionWriter(log_dir, topic, 0)
+        w.append([(frame(long_id, avro_bytes("long", i)) if topic == "c" else
+                   frame(string_id, avro_bytes("string", f"{topic}-{i}")),
+                   frame(order_id, avro_bytes(ORDER_V1, {"id": i, "region": "eu", "qty": i, "customer": None})), [])
+                  for i in range(10)], timestamp=1_700_000_000_000)
+        w.close()
+    auth = {"schema.registry.basic.auth.user.info": _user(ALICE)}  # a reader, not the super user
+    df = read(spark, log_dir, url, subscribe="a,b", keyFormat="avro", valueFormat="avro", **auth)
+    assert df.columns[-4:] == ["keySchemaId", "keyError", "valueSchemaId", "valueError"]
+    assert df.schema["key"].dataType.simpleString() == "string"
+    rows = df.orderBy("topic", "offset").collect()
+    assert [r.key for r in rows] == [f"{t}-{i}" for t in "ab" for i in range(10)]
+    assert {r.keySchemaId for r in rows} == {string_id} and [r.value.qty for r in rows] == list(range(10)) * 2
+    with pytest.raises(Exception, match="different key schemas"):
+        read(spark, log_dir, url, subscribe="a,c", keyFormat="avro", **auth)
+    # keySubject: c's keys read with a-key's schema: its long keys do not resolve to a string
+    c = read(spark, log_dir, url, subscribe="c", keyFormat="avro", keySubject="a-key", **auth).collect()
+    assert len(c) == 10 and all(r.key is None and r.keySchemaId == long_id and f"schema id {long_id}" in r.keyError
+                                for r in c), c[0]
+    assert "cannot be read with the reader schema (a-key version 1)" in c[0].keyError
+    with pytest.raises(Exception, match="Unauthorized"):
+        read(spark, log_dir, url, subscribe="a", keyFormat="avro")
 
 
 def test_spark_reads_json_values_and_streams(spark, tmp_path, orders_registry):
     log_dir = str(tmp_path / "logs")
     w = PartitionWriter(log_dir, "events", 0)
     events = [{"user": f"u{i % 3}", "n": i, "tags": ["a"] * (i % 3), "meta": {"i": i}} for i in range(30)]
-    w.append([(None, frame(7, json.dumps(e).encode()), []) for e in events], timestamp=1_700_000_000_000)
+    w.append([(None, frame(orders_registry.events, json.dumps(e).encode()), []) for e in events],
+             timestamp=1_700_000_000_000)
     w.close()
     df = read(spark, log_dir, orders_registry.url, subscribe="events", valueFormat="json")
     assert df.schema["value"].dataType.simpleString() == "struct<user:string,n:bigint,tags:array<string>,meta:string>"
@@ -674,21 +701,11 @@ def test_spark_reads_json_values_and_streams(spark, tmp_path, orders_registry):
          .trigger(availableNow=True).start())
     q.awaitTermination(120)
     got = spark.read.parquet(str(out)).orderBy("n").collect()
-    assert [(r.user, r.n, r.valueSchemaId) for r in got] == [(e["user"], e["n"], 7) for e in events]
+    assert [(r.user, r.n, r.valueSchemaId) for r in got] == [(e["user"], e["n"], orders_registry.events)
+                                                             for e in events]
 
 
 # --- end to end: Krait's broker and Schema Registry, Confluent's serializer, Spark -----------------------
-
-
-@pytest.fixture
-def registry_broker(tmp_path):
-    from tests.krait_harness import BrokerProcess, free_port
-
-    port = free_port()
-    b = BrokerProcess(str(tmp_path / "logs"), {"krait.schema.registry.listener": f"127.0.0.1:{port}"}).start()
-    b.registry_url = f"http://127.0.0.1:{port}"
-    yield b
-    b.kill()
 
 
 def test_end_to_end_avro_two_versions_through_krait_registry(spark, registry_broker):
