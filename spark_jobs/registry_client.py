@@ -175,7 +175,9 @@ def _http_error(exc: urllib.error.HTTPError, url: str) -> RegistryError:
     try:
         body = json.loads(exc.read() or b"{}")
     except (ValueError, OSError):
-        body = {}
+        # an answer that is no registry's (an HTML 404 page): the URL is wrong, not the id
+        return RegistryError(exc.code, None, f"not a schema registry's answer (HTTP {exc.code} {exc.reason}): "
+                                             f"is schema.registry.url right?", url)
     code = body.get("error_code") if isinstance(body, dict) else None
     message = (body.get("message") if isinstance(body, dict) else None) or exc.reason or "error"
     cls = SchemaNotFound if exc.code == 404 or code in NOT_FOUND_CODES else RegistryError
