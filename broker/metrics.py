@@ -166,6 +166,29 @@ class KafkaCollector:
 
         yield from self._consumer_groups()
         yield from self._share_partitions()
+        yield from self._schema_registry()
+
+    def _schema_registry(self) -> Iterator:
+        """The Schema Registry (when served): subjects and schemas in this broker's replayed
+        state, whether this broker is its writer (Confluent's master-slave-role), and the
+        REST requests answered by method and status."""
+        listener = self.broker.schema_registry
+        if listener is None:
+            return
+        service = listener.service
+        state = service.core.state
+        for name, doc, value in (
+                ("subjects", "Subjects with a live version", len(state.subject_names())),
+                ("schemas", "Schema ids in use", len(state.by_id)),
+                ("writer", "1 when this broker writes _schemas (leads its partition 0)",
+                 int(service.leader() == self.broker.node_id))):
+            fam = _family("gauge", f"krait_schema_registry_{name}", doc, [])
+            fam.add_metric([], value)
+            yield fam
+        fam = _family("counter", "krait_schema_registry_requests", "REST requests answered", ["method", "status"])
+        for (method, status), n in sorted(listener.requests.items()):
+            fam.add_metric([method, str(status)], n)
+        yield fam
 
     def _share_partitions(self) -> Iterator:
         """Share groups (KIP-932), per share-partition this broker leads: Kafka's

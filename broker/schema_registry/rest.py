@@ -83,6 +83,8 @@ class RegistryListener:
         self.service = SchemaRegistryService(broker)
         self.auth = RegistryAuth(broker)
         self._runner: web.AppRunner | None = None
+        #: requests answered, by (method, HTTP status), for /metrics
+        self.requests: dict[tuple[str, int], int] = {}
         self._client: ClientSession | None = None
         self._ssl: ssl.SSLContext | None = None
         #: how a forwarded request verifies the leader's registry: the broker's truststore
@@ -124,6 +126,12 @@ class RegistryListener:
     # --- middleware -----------------------------------------------------------------------------
     @web.middleware
     async def _errors(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+        resp = await self._answer(request, handler)
+        key = (request.method, resp.status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        return resp
+
+    async def _answer(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
         try:
             if request.method in ("POST", "PUT") and request.content_type not in ACCEPTED_TYPES:
                 return _json({"error_code": 415, "message": "HTTP 415 Unsupported Media Type"}, 415)

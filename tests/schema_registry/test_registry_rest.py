@@ -321,3 +321,21 @@ def test_taken_port_stops_start_up(tmp_path):
                              capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert f"krait.schema.registry.listener=127.0.0.1:{taken}" in out.stderr and "already in use" in out.stderr
+
+
+def test_metrics(tmp_path):
+    """/metrics reports the registry: subjects, schemas, the writer role, requests by status."""
+    http_port = free_port()
+    b = _registry_broker(str(tmp_path / "logs"), **{"krait.http.listener": f"127.0.0.1:{http_port}"}).start()
+    try:
+        call(f"{b.registry_url}/subjects/m-value/versions", "POST", {"schema": '"string"'})
+        call(f"{b.registry_url}/subjects/nope/versions")
+        text = call(f"http://127.0.0.1:{http_port}/metrics")[1]
+        lines = set(text.splitlines())
+        assert "krait_schema_registry_subjects 1.0" in lines
+        assert "krait_schema_registry_schemas 1.0" in lines
+        assert "krait_schema_registry_writer 1.0" in lines
+        assert 'krait_schema_registry_requests_total{method="POST",status="200"} 1.0' in lines
+        assert 'krait_schema_registry_requests_total{method="GET",status="404"} 1.0' in lines
+    finally:
+        b.stop()
