@@ -27,6 +27,26 @@ Checks:
                        member was ever given
   share_delivery_count a delivery count outside 1..share.delivery.count.limit, one count
                        confirmed twice, or a count going back below a confirmed release
+  registry_id_reused   a Schema Registry id given to two different schemas (by the
+                       acknowledgements, the lookups, any broker's final subjects or ids)
+  registry_two_ids     one schema under two ids (same sources)
+  registry_lost        an acknowledged registration missing from a broker's final state, or
+                       there under another id than the one acknowledged
+  registry_versions    a subject's versions not 1..N, or not the same on every broker, or a
+                       schema at another version than the order of its registrations gives
+                       it (in the final state or in a lookup), or a version holding a schema
+                       the client never sent
+  registry_refused     a registration answered with a 4xx (every request the client sends
+                       is valid: only a 5xx or no answer is explained by a fault)
+  registry_unreadable  a broker's registry that could not be read at the end, healed
+
+The registry checks (check_registry): each of its clients registers one schema at a time
+(its own subjects and schemas; two clients, so that two writers race for ids across the
+writer's failovers) and retries it, on the next broker, until it is acknowledged, so the n-th
+schema of a subject must be its version n (an attempt that failed without an answer may have been written: the retry then
+answers the same id, with nothing new written); only the schema pending when the client
+stopped may be in or not. The final reader waits until every broker answers the same (a
+follower reads up to its high watermark) or 30 s pass, then its snapshots are checked.
 
 The share-group checks (check_share) and the orderings they allow: a share-partition leader
 persists a record's delivery count (through the share coordinator) only when the record's
@@ -61,6 +81,8 @@ What no failure explains, and the checks count:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -68,13 +90,21 @@ from dataclasses import dataclass, field
 
 CHECKS = ["lost", "duplicate", "inconsistent_offset", "nonmonotonic_send", "nonmonotonic_poll", "poll_skip",
           "aborted_read", "partial_txn", "offsets_backwards", "unreadable", "replica_divergence",
-          "isr_incomplete", "broker_errors", "share_after_accept", "share_lost", "share_delivery_count"]
+          "isr_incomplete", "broker_errors", "share_after_accept", "share_lost", "share_delivery_count",
+          "registry_id_reused", "registry_two_ids", "registry_lost", "registry_versions", "registry_refused",
+          "registry_unreadable"]
 
 #: the share group's producer (history name) and members ("s1", "s2", ...)
 SHARE_PRODUCER = "sp"
 SHARE_MEMBER = re.compile(r"s\d+$")
 #: share.delivery.count.limit (the group keeps Kafka's default)
 SHARE_DELIVERY_LIMIT = 5
+
+#: the Schema Registry's clients ("sr1", "sr2", ...) and final reader (history names), and
+#: its subjects' prefix
+REGISTRY_CLIENT = re.compile(r"sr\d+$")
+REGISTRY_READ = "sr-read"
+REGISTRY_SUBJECT_PREFIX = "chaos-sr-"
 
 #: ERROR lines the faults themselves explain (a full or read-only disk is an error to log)
 EXPECTED_ERRORS = re.compile(r"No space left on device|Read-only file system|log dir .* (failed|offline)|"
@@ -274,6 +304,7 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
                                        and not (dirs_failed and AFTER_LAST_DIR.search(line))):
                 r.add("broker_errors", {"log": name, "line": line[:300]})
     check_share(r, histories)
+    check_registry(r, histories)
     return r
 
 
@@ -333,6 +364,135 @@ def check_share(r: Result, histories: dict[str, list[dict]], limit: int = SHARE_
         "at_limit": sum(1 for ds in deliveries.values() if any(e["d"] >= limit for e in ds)),
         "max_count": max((e["d"] for e in events), default=0),
         "by_member": {n: sum(1 for e in h if e["k"] == "share") for n, h in sorted(members.items())},
+    }
+
+
+def registry_fingerprint(schema: str) -> str:
+    """A schema's identity as the registry's client and reader see it: its JSON with sorted
+    keys (the registry may store it in another order or spacing), hashed."""
+    try:
+        text = json.dumps(json.loads(schema), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        text = schema
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_registry(r: Result, histories: dict[str, list[dict]]) -> None:
+    """The Schema Registry checks (see the module docstring) over its client's history
+    ("ack": subject, n (the client's n-th schema of the subject), fp, id, and v/lid from a
+    lookup; "fail"; "pending") and the final reader's "snapshot" of each broker (versions:
+    subject -> [[version, id, fp]], ids: id -> fp); nothing without either."""
+    clients = {n: h for n, h in sorted(histories.items()) if REGISTRY_CLIENT.match(n)}
+    reads = histories.get(REGISTRY_READ)
+    if not clients and reads is None:
+        return
+    events = [{**e, "client": n} for n, h in clients.items() for e in h]
+    acked = [e for e in events if e["k"] == "ack"]
+    fails = [e for e in events if e["k"] == "fail"]
+    pending = [e for e in events if e["k"] == "pending"]
+    snaps = {e["b"]: e for e in reads or [] if e["k"] == "snapshot"}
+    if not snaps:
+        r.add("registry_unreadable", {"error": "no final read of the brokers' registries"})
+    for b, snap in sorted(snaps.items()):
+        if not snap["ok"]:
+            r.add("registry_unreadable", {"broker": b, "url": snap.get("url"), "error": snap.get("err")})
+    good = {b: snap for b, snap in sorted(snaps.items()) if snap["ok"]}
+
+    for e in fails:
+        if 400 <= e["status"] < 500:
+            r.add("registry_refused", {k: e.get(k) for k in ("client", "subject", "n", "b", "attempt", "status", "code",
+                                                             "msg")})
+
+    # --- one id, one schema: every claim, and who made it -------------------------------------
+    by_id: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    by_fp: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+
+    def claim(schema_id: int, fp: str, source: str) -> None:
+        by_id[schema_id][fp].append(source)
+        by_fp[fp][schema_id].append(source)
+
+    for e in acked:
+        claim(e["id"], e["fp"], f"acknowledged to {e['client']} by b{e['b']} at {e['t']} ({e['subject']} #{e['n']})")
+        if e.get("lid") is not None:
+            claim(e["lid"], e["fp"], f"looked up by {e['client']} on b{e['lb']} ({e['subject']} v{e.get('v')})")
+    for b, snap in good.items():
+        for subject, vs in snap["versions"].items():
+            for v, schema_id, fp, *_ in vs:
+                claim(schema_id, fp, f"b{b} {subject} v{v}")
+        for schema_id, fp in snap["ids"].items():
+            claim(int(schema_id), fp, f"b{b} /schemas/ids/{schema_id}")
+    for schema_id, fps in sorted(by_id.items()):
+        if len(fps) > 1:
+            r.add("registry_id_reused", {"id": schema_id, "schemas": {fp: src[:4] for fp, src in fps.items()}})
+    for fp, ids in sorted(by_fp.items()):
+        if len(ids) > 1:
+            r.add("registry_two_ids", {"schema": fp, "ids": {i: src[:4] for i, src in sorted(ids.items())}})
+
+    # --- every acknowledged registration on every broker, with its id ---------------------------
+    where = {b: {(subject, x[2]): x for subject, vs in snap["versions"].items() for x in vs}
+             for b, snap in good.items()}
+    for e in acked:
+        missing = [b for b in good if (e["subject"], e["fp"]) not in where[b]]
+        other = {b: where[b][(e["subject"], e["fp"])][1] for b in good
+                 if b not in missing and where[b][(e["subject"], e["fp"])][1] != e["id"]}
+        if missing or other:
+            r.add("registry_lost", {"client": e["client"], "subject": e["subject"], "n": e["n"], "schema": e["fp"],
+                                    "id": e["id"],
+                                    "acked_by": e["b"], "acked_at": e["t"], "missing_on": missing,
+                                    "under_another_id_on": other})
+
+    # --- versions: 1..N, in the client's order, the same everywhere ------------------------------
+    sent = {(e["subject"], e["fp"]): e["n"] for e in [*acked, *fails, *pending]}
+    for e in acked:
+        if e.get("v") is not None and e["v"] != e["n"]:
+            r.add("registry_versions", {"subject": e["subject"], "schema": e["fp"], "lookup_on": e.get("lb"),
+                                        "looked_up_version": e["v"], "registered_as": e["n"]})
+    for b, snap in good.items():
+        for subject, vs in sorted(snap["versions"].items()):
+            nums = [x[0] for x in vs]
+            if nums != list(range(1, len(nums) + 1)):
+                gaps = sorted(set(range(1, max(nums, default=0) + 1)) - set(nums))
+                r.add("registry_versions", {"broker": b, "subject": subject, "versions": len(nums),
+                                            "highest": max(nums, default=0), "missing": gaps[:10],
+                                            "repeated": sorted({n for n in nums if nums.count(n) > 1})[:10]})
+            for x in vs:
+                if len(x) > 3:
+                    r.add("registry_versions", {"broker": b, "subject": subject, "answered_for_another": x[3]})
+                n = sent.get((subject, x[2]))
+                if n is None and subject.startswith(REGISTRY_SUBJECT_PREFIX):
+                    r.add("registry_versions", {"broker": b, "subject": subject, "version": x[0], "id": x[1],
+                                                "schema": x[2], "never_sent": True})
+                elif n is not None and n != x[0]:
+                    r.add("registry_versions", {"broker": b, "subject": subject, "version": x[0], "id": x[1],
+                                                "schema": x[2], "registered_as": n})
+    for subject in sorted({s for snap in good.values() for s in snap["versions"]}):
+        per = {b: snap["versions"].get(subject, []) for b, snap in good.items()}
+        ref_b = max(per, key=lambda b: len(per[b]))
+        for b, vs in per.items():
+            if vs != per[ref_b]:
+                i = next((i for i, (x, y) in enumerate(zip(vs, per[ref_b], strict=False)) if x != y),
+                         min(len(vs), len(per[ref_b])))
+                r.add("registry_versions", {"subject": subject, "brokers": [ref_b, b],
+                                            "versions": [len(per[ref_b]), len(vs)], "first_difference": [
+                                                per[ref_b][i] if i < len(per[ref_b]) else None,
+                                                vs[i] if i < len(vs) else None]})
+
+    lat = sorted(e["lat"] for e in acked)
+    final = max(good.values(), key=lambda snap: sum(map(len, snap["versions"].values())), default=None)
+    done = next((e for e in reads or [] if e["k"] == "read"), {})
+    r.stats["registry"] = {
+        "acked": len(acked), "failed_requests": len(fails), "pending": len(pending),
+        "retried": sum(1 for e in acked if e["attempts"] > 1),
+        "most_attempts": max((e["attempts"] for e in acked), default=0),
+        "lookups": sum(1 for e in acked if e.get("v") is not None),
+        "lookup_misses": sum(1 for e in acked if e.get("lookup_miss")),
+        "acked_by": {str(b): sum(1 for e in acked if e["b"] == b) for b in sorted({e["b"] for e in acked})},
+        "by_client": {n: sum(1 for e in h if e["k"] == "ack") for n, h in clients.items()},
+        "latency_p50": lat[len(lat) // 2] if lat else None, "latency_max": lat[-1] if lat else None,
+        "subjects": len(final["versions"]) if final else 0,
+        "versions": sum(map(len, final["versions"].values())) if final else 0,
+        "max_id": max((int(i) for i in final["ids"]), default=0) if final else 0,
+        "brokers_read": len(good), "read_waited": done.get("waited"), "read_rounds": done.get("rounds"),
     }
 
 

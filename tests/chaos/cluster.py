@@ -1,7 +1,8 @@
 """The cluster under test: a real ZooKeeper (Debian's package) and N real Krait brokers as
 processes, each in its node's network namespace (tests/chaos/topology.py), each broker on a
 log dir of its own on a small file system of its own (so that the disk nemesis can fill it or
-make it fail), replication factor 3, min.insync.replicas=2, no unclean election.
+make it fail), replication factor 3, min.insync.replicas=2, no unclean election. Every broker
+serves its Schema Registry on its own address (REGISTRY_PORT on its namespace's host).
 
 Single-node mode (``n_brokers=1``, no ZooKeeper) is the embedded default with the same
 disk and process faults.
@@ -44,11 +45,13 @@ BROKER_CONFIG = {
     "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
     "krait.http.listener": "",
-    "krait.schema.registry.listener": "",
     **SHARE_CONFIG,
 }
-SINGLE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "krait.http.listener": "", "krait.schema.registry.listener": "",
+SINGLE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "krait.http.listener": "",
                  "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3", **SHARE_CONFIG}
+#: each broker serves its Schema Registry (tests/chaos/workload.py registry) on its own host:
+#: Confluent's port in its namespace, a free one on loopback
+REGISTRY_PORT = 8081
 
 
 #: the checkout whose broker runs (KRAIT_CHAOS_BROKER_REPO: another one, e.g. a base commit's
@@ -235,10 +238,12 @@ class ChaosCluster:
             self.zk = Proc("zk", self.net.add("zk"), self.logs / "zk.log")
         self.brokers: dict[int, Proc] = {}
         self.ports: dict[int, int] = {}
+        self.registry_ports: dict[int, int] = {}
         self.disks: dict[int, Disk] = {}
         for i in range(1, n_brokers + 1):
             self.brokers[i] = Proc(f"b{i}", self.net.add(f"b{i}"), self.logs / f"b{i}.log")
             self.ports[i] = 9092 if use_namespaces else free_port()
+            self.registry_ports[i] = REGISTRY_PORT if use_namespaces else free_port()
             self.disks[i] = Disk(workdir / f"data-b{i}", disk_mb)
 
     # --- ZooKeeper --------------------------------------------------------------------------
@@ -259,7 +264,8 @@ class ChaosCluster:
     def broker_config(self, i: int) -> dict[str, str]:
         host, port = self.brokers[i].node.host, self.ports[i]
         conf = {"node.id": str(i), "log.dirs": str(self.disks[i].path),
-                "listeners": f"PLAINTEXT://{host}:{port}"}
+                "listeners": f"PLAINTEXT://{host}:{port}",
+                "krait.schema.registry.listener": f"{host}:{self.registry_ports[i]}"}
         if self.single:
             return {**SINGLE_CONFIG, **conf}
         return {**BROKER_CONFIG, **conf, "zookeeper.connect": self.zk_connect}
@@ -280,6 +286,10 @@ class ChaosCluster:
 
     def bootstrap(self) -> str:
         return ",".join(f"{self.brokers[i].node.host}:{self.ports[i]}" for i in self.brokers)
+
+    def registry_urls(self) -> dict[int, str]:
+        """Each broker's Schema Registry (REST API v1), by broker id."""
+        return {i: f"http://{self.brokers[i].node.host}:{self.registry_ports[i]}" for i in self.brokers}
 
     def start(self) -> ChaosCluster:
         if self.zk is not None:

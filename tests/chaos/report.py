@@ -43,6 +43,19 @@ def summary(rr: RunResult) -> str:
                      f"{sh['redeliveries']:,} redeliveries, {sh['accepted']:,} records accepted with confirmation, "
                      f"{sh['released']:,} confirmed releases, {sh['unconfirmed']:,} acknowledgements unconfirmed, "
                      f"{sh['at_limit']:,} records at the delivery limit (highest count {sh['max_count']}).")
+    sr = r.stats.get("registry")
+    if sr:
+        by = ", ".join(f"b{b} {c:,}" for b, c in sr["acked_by"].items())
+        clients = ", ".join(f"{n} {c:,}" for n, c in sr["by_client"].items())
+        lines.append(f"Schema Registry: {sr['acked']:,} registrations acknowledged to {len(sr['by_client'])} clients "
+                     f"({clients}) by the brokers ({by}; median latency {sr['latency_p50']} s, longest "
+                     f"{sr['latency_max']} s), {sr['failed_requests']:,} failed requests retried on the next "
+                     f"broker ({sr['retried']:,} registrations needed a retry, at most "
+                     f"{sr['most_attempts']} attempts), {sr['pending']} unacknowledged at the end; "
+                     f"{sr['lookups']:,} versions looked up ({sr['lookup_misses']:,} lookups found nothing yet). "
+                     f"Final state read from {sr['brokers_read']} broker(s) after {sr['read_waited']} s "
+                     f"({sr['read_rounds']} round(s)): {sr['subjects']} subjects, {sr['versions']:,} versions, "
+                     f"ids up to {sr['max_id']}.")
     if rr.skipped:
         lines.append("Not run here: " + "; ".join(rr.skipped) + ".")
     lines += ["", "| check | violations |", "|---|---|"]

@@ -2,8 +2,9 @@
 for ``duration`` seconds, heal everything, let the cluster recover, stop the clients (the
 group's consumers once they find nothing more, the share group's members once every record
 of their topic has been delivered), read everything back (every partition from the start, the group's committed offsets, every
-replica's files after a clean shutdown) and check it (checker.py). The report (report.py)
-has the counts per check, the fault schedule and a PNG timeline.
+broker's Schema Registry, every replica's files after a clean shutdown) and check it
+(checker.py). The report (report.py) has the counts per check, the fault schedule and a PNG
+timeline.
 
 Run it with ``python bench/soak.py --seed 7 --duration 1800`` (or ``make soak``); the test
 suite runs short runs with fixed seeds (tests/chaos/test_chaos.py).
@@ -41,6 +42,12 @@ SHARE_TOPIC = "chaos-share"
 SHARE_PARTITIONS = 3
 SHARE_GROUP_CONFIGS = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000",
                        "share.delivery.count.limit": str(checker.SHARE_DELIVERY_LIMIT)}
+#: the Schema Registry's clients (two writers racing for ids) and their registrations per
+#: second, all together (few: the run's load barely changes)
+REGISTRY_CLIENTS = 2
+REGISTRY_RATE = 2.0
+#: the workload's roles that write, stopped once the cluster has recovered
+WRITERS = ("produce", "produce-java", "txn", "registry")
 
 
 @dataclass
@@ -78,7 +85,8 @@ class Clients:
     """The workload processes (tests/chaos/workload.py), their histories in ``hist``."""
 
     def __init__(self, hist: Path, bootstrap: str, seed: int, producers: int, consumers: int, rate: float,
-                 share_members: int = 3, share_rate: float = 30.0) -> None:
+                 share_members: int = 3, share_rate: float = 30.0, registry_urls: dict[int, str] | None = None,
+                 registry_clients: int = REGISTRY_CLIENTS, registry_rate: float = REGISTRY_RATE) -> None:
         self.hist = hist
         hist.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -89,6 +97,13 @@ class Clients:
         if share_members:
             plan.append((checker.SHARE_PRODUCER, "produce", ["--rate", str(share_rate), "--paced"]))
             plan += [(f"s{i}", "share", []) for i in range(1, share_members + 1)]
+        #: the brokers' registries for the registry clients and final reader: "ID=URL,..." (None:
+        #: no registry workload)
+        self.registries = ",".join(f"{i}={u}" for i, u in sorted(registry_urls.items())) if registry_urls else None
+        if self.registries:
+            plan += [(f"sr{i}", "registry", ["--registries", self.registries, "--rate",
+                                             str(registry_rate / registry_clients), "--seed", str(seed)])
+                     for i in range(1, registry_clients + 1)]
         self.java_classpath = _compile_java(hist.parent / "java")
         if self.java_classpath:
             plan.append(("pj", "produce-java", [str(rate)]))
@@ -125,8 +140,19 @@ class Clients:
                 self.procs[n].wait()
 
     def drain(self) -> None:
+        """The final reads: every partition (and the group's offsets), and meanwhile every
+        broker's Schema Registry."""
+        reader = None
+        if self.registries:
+            reader = self._spawn(checker.REGISTRY_READ, "registry-read", ["--registries", self.registries])
         p = self._spawn("drain", "drain", [])
         p.wait(400)
+        if reader is not None:
+            try:
+                reader.wait(180)
+            except subprocess.TimeoutExpired:
+                reader.kill()
+                reader.wait()
 
     def histories(self) -> dict[str, list[dict]]:
         return {f.stem: _read_jsonl(f) for f in sorted(self.hist.glob("*.jsonl"))}
@@ -226,7 +252,7 @@ def _set_share_group_configs(cluster: ChaosCluster) -> None:
 def _wait_isr(cluster: ChaosCluster, timeout: float) -> dict[str, list[int]]:
     """Wait for every partition (the workload's and the internal topics') to have every
     replica in its ISR; returns the last ISRs seen."""
-    topics = [TOPIC, SHARE_TOPIC, "__consumer_offsets", "__transaction_state", "__share_group_state"]
+    topics = [TOPIC, SHARE_TOPIC, "__consumer_offsets", "__transaction_state", "__share_group_state", "_schemas"]
     deadline = time.monotonic() + timeout
     states: dict = {}
     want = sorted(cluster.brokers)
@@ -294,7 +320,10 @@ def _healthy_windows(events: list[dict], start: float, end: float, brokers: int)
 
 
 def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producers: int = 3, consumers: int = 3,
-        rate: float = 100.0, recovery: float = 20.0, share_members: int = 3, share_rate: float = 30.0) -> RunResult:
+        rate: float = 100.0, recovery: float = 20.0, share_members: int = 3, share_rate: float = 30.0,
+        registry: bool = True, registry_clients: int = REGISTRY_CLIENTS,
+        registry_rate: float = REGISTRY_RATE) -> RunResult:
+    """``registry``: False runs no Schema Registry client (and no registry checks)."""
     workdir.mkdir(parents=True, exist_ok=True)
     why_not = namespaces_missing()
     skipped = [f"network namespaces: {why_not}"] if why_not else []
@@ -315,9 +344,10 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         (workdir / "schedule.json").write_text(json.dumps(as_dicts(faults), indent=1))
         _say(f"seed {seed}: {len(faults)} faults over {duration:.0f}s ({', '.join(kinds)}); workdir {workdir}")
         clients = Clients(workdir / "history", cluster.bootstrap(), seed, producers, consumers, rate,
-                          share_members, share_rate)
+                          share_members, share_rate, cluster.registry_urls() if registry and registry_clients else None,
+                          registry_clients, registry_rate)
         clients.start(("consume", "share"))
-        clients.start(("produce", "produce-java", "txn"))
+        clients.start(WRITERS)
         time.sleep(5)
         started = time.time()
         timings["setup_s"] = started - t0
@@ -331,7 +361,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         _say(f"faults done ({len(nemesis.events)} events); recovering for {recovery:.0f}s")
         time.sleep(recovery)
         ended = time.time()
-        clients.stop(("produce", "produce-java", "txn"))
+        clients.stop(WRITERS)
         # consumers read until they stop finding records, then commit and leave; the share
         # group's members until every record of their topic has been delivered
         quiet_deadline = time.monotonic() + 60
@@ -346,7 +376,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         replicas, hws = _read_replicas(cluster)
     finally:
         if clients is not None:
-            clients.stop(("produce", "produce-java", "txn", "consume", "share"), timeout=10)
+            clients.stop((*WRITERS, "consume", "share"), timeout=10)
         cluster.close()
     logs = {p.name: p.read_text(errors="replace") for p in sorted((workdir / "logs").glob("b*.log"))}
     histories = clients.histories()

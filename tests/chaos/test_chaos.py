@@ -2,8 +2,9 @@
 ZooKeeper and 3 real brokers, each in its own network namespace, under every nemesis the
 machine allows, with fixed seeds; and the single-node mode under the faults that apply to
 it. Both include the share group (three librdkafka share consumers on a topic of their
-own). Every check must count 0. The report (counts, schedule, timeline PNG) is left in the
-test's tmp dir and printed on failure."""
+own) and the Schema Registry (two clients registering through every broker's registry, every
+broker's registry read back at the end). Every check must count 0. The report (counts,
+schedule, timeline PNG) is left in the test's tmp dir and printed on failure."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_randomized_faults_on_a_cluster(tmp_path):
     assert ran >= {"kill", "pause", "zk-kill", "zk-pause"}, ran
     assert rr.result.stats["acked"] > 1000 and rr.result.stats["polled"] > 1000
     assert rr.result.stats["share"]["records"] > 1000
+    assert rr.result.stats["registry"]["acked"] > 100 and rr.result.stats["registry"]["brokers_read"] == 3
     assert rr.ok, report.summary(rr)
 
 
@@ -43,4 +45,5 @@ def test_randomized_faults_on_a_single_node(tmp_path):
     rr = _run(tmp_path, SINGLE_SEED, SINGLE_DURATION, 1)
     assert {e["kind"] for e in rr.events if e.get("phase") == "start"} >= {"kill", "pause"}
     assert rr.result.stats["acked"] > 1000 and rr.result.stats["share"]["records"] > 300
+    assert rr.result.stats["registry"]["acked"] > 40
     assert rr.ok, report.summary(rr)

@@ -193,3 +193,140 @@ def test_share_delivery_counts():
     h = shared([sd(0, 0, 1, "RELEASE", ok=False, tp=1.0), sd(0, 0, 2, "RELEASE", tp=2.0, t=3.0), *base],
                [sd(0, 0, 1, tp=4.0)])
     only(checker.check(h), "share_delivery_count", 1)
+
+
+# --- the Schema Registry ---------------------------------------------------------------------
+def subj(k):
+    return f"{checker.REGISTRY_SUBJECT_PREFIX}{k}-value"
+
+
+def fp(k, n):
+    """The fingerprint of the client's n-th schema of subject k (opaque to the checker)."""
+    return f"fp{k}.{n}"
+
+
+def sr_ack(k, n, schema_id, b=1, v=None, lid=None, attempts=1, t=1.0):
+    """An acknowledged registration; its lookup (on the next broker) answered version ``v``
+    (default: n) and id ``lid`` (default: the acknowledged one); v=False: no lookup."""
+    e = {"t": t, "k": "ack", "subject": subj(k), "n": n, "fp": fp(k, n), "id": schema_id, "b": b,
+         "attempts": attempts, "sent": t - 0.01, "lat": 0.01}
+    if v is False:
+        e["lookup_miss"] = [[b % 3 + 1, 404, 40403]]
+    else:
+        e.update(v=n if v is None else v, lid=schema_id if lid is None else lid, lb=b % 3 + 1)
+    return e
+
+
+def sr_fail(k, n, b=1, status=-1, code=None, attempt=1):
+    return {"t": 0.9, "k": "fail", "subject": subj(k), "n": n, "fp": fp(k, n), "b": b, "attempt": attempt,
+            "status": status, "code": code, "msg": "timed out" if status < 0 else "error"}
+
+
+def snap(b, versions):
+    """Broker b's final registry: {k: [(version, id, n)]}, n the client's schema at that version."""
+    vs = {subj(k): [[v, i, fp(k, n)] for v, i, n in xs] for k, xs in versions.items()}
+    ids = {str(i): f for xs in vs.values() for _, i, f in xs}
+    return {"t": 9.0, "k": "snapshot", "b": b, "url": f"http://b{b}:8081", "ok": True, "versions": vs, "ids": ids}
+
+
+#: two subjects, two versions each, ids in the order of registration
+SR_FINAL = {0: [(1, 1, 1), (2, 3, 2)], 1: [(1, 2, 1), (2, 4, 2)]}
+
+
+def registered(client, finals=None, other=None):
+    """The clean history plus the registry client's events (and another client's), and each
+    broker's final read (``finals``: broker -> its versions, default SR_FINAL on brokers 1-3)."""
+    h = clean()
+    h["sr1"] = client
+    if other is not None:
+        h["sr2"] = other
+    finals = finals if finals is not None else {b: SR_FINAL for b in (1, 2, 3)}
+    h["sr-read"] = [snap(b, vs) for b, vs in finals.items()] + [
+        {"t": 9.1, "k": "read", "rounds": 1, "waited": 0.1, "agreed": True}]
+    return h
+
+
+def sr_clean():
+    return [sr_ack(0, 1, 1, b=1), sr_ack(1, 1, 2, b=2),
+            sr_fail(0, 2, b=3), sr_fail(0, 2, b=1, status=500, code=50002, attempt=2),
+            sr_ack(0, 2, 3, b=2, attempts=3), sr_ack(1, 2, 4, b=3, v=False)]
+
+
+def test_a_clean_registry_history_passes():
+    r = checker.check(registered(sr_clean()))
+    assert r.ok, dict(r.examples)
+    s = r.stats["registry"]
+    assert (s["acked"], s["failed_requests"], s["retried"], s["most_attempts"], s["lookups"], s["lookup_misses"]) \
+        == (4, 2, 1, 3, 3, 1)
+    assert (s["subjects"], s["versions"], s["max_id"], s["brokers_read"]) == (2, 4, 4, 3)
+    # the schema pending when the client stopped may be in, or not
+    pending = {"t": 5.0, "k": "pending", "subject": subj(1), "n": 3, "fp": fp(1, 3), "attempts": 2}
+    final = {**SR_FINAL, 1: [*SR_FINAL[1], (3, 5, 3)]}
+    assert checker.check(registered([*sr_clean(), pending], {b: final for b in (1, 2, 3)})).ok
+    assert checker.check(registered([*sr_clean(), pending])).ok
+    # ...but never with a version the client did not send
+    r = checker.check(registered(sr_clean(), {b: final for b in (1, 2, 3)}))
+    only(r, "registry_versions", 3)
+
+
+def test_registry_id_given_to_two_schemas():
+    # two writers each acknowledged id 3 for their own second version (one by the writer
+    # before a failover, one by the writer after it), and so on every broker
+    final = {0: [(1, 1, 1), (2, 3, 2)], 1: [(1, 2, 1), (2, 3, 2)]}
+    r = checker.check(registered([sr_ack(0, 1, 1), sr_ack(0, 2, 3, b=1)], {b: final for b in (1, 2, 3)},
+                                 other=[sr_ack(1, 1, 2), sr_ack(1, 2, 3, b=2)]))
+    only(r, "registry_id_reused", 1)
+    assert set(r.examples["registry_id_reused"][0]["schemas"]) == {fp(0, 2), fp(1, 2)}
+    assert r.stats["registry"]["by_client"] == {"sr1": 2, "sr2": 2}
+
+
+def test_registry_schema_under_two_ids():
+    # the lookup after the acknowledgement answered another id
+    client = [*sr_clean()[:4], sr_ack(0, 2, 3, lid=7), sr_ack(1, 2, 4)]
+    only(checker.check(registered(client)), "registry_two_ids", 1)
+    # a broker holds an acknowledged schema under another id than the one acknowledged
+    finals = {1: SR_FINAL, 2: SR_FINAL, 3: {**SR_FINAL, 1: [(1, 2, 1), (2, 5, 2)]}}
+    r = checker.check(registered(sr_clean(), finals))
+    assert r.counts["registry_two_ids"] == 1 and r.counts["registry_lost"] == 1
+    assert r.examples["registry_lost"][0]["under_another_id_on"] == {3: 5}
+    assert r.counts["registry_versions"] == 1  # and b3's subject differs from the others'
+
+
+def test_registry_lost_version():
+    # an acknowledged version missing on every broker: the subject ends at version 1 everywhere
+    final = {**SR_FINAL, 1: [(1, 2, 1)]}
+    r = checker.check(registered(sr_clean(), {b: final for b in (1, 2, 3)}))
+    only(r, "registry_lost", 1)
+    lost = r.examples["registry_lost"][0]
+    assert (lost["subject"], lost["n"], lost["id"], lost["missing_on"]) == (subj(1), 2, 4, [1, 2, 3])
+    # missing on one broker only (a follower that never caught up): lost there, and the
+    # brokers disagree on the subject
+    r = checker.check(registered(sr_clean(), {1: SR_FINAL, 2: final, 3: SR_FINAL}))
+    assert r.counts["registry_lost"] == 1 and r.examples["registry_lost"][0]["missing_on"] == [2]
+    assert r.counts["registry_versions"] == 1
+    assert sum(r.counts.values()) == 2
+
+
+def test_registry_versions_with_a_gap_or_out_of_order():
+    # the second schema of subject 0 at version 3: versions 1, 3 on every broker
+    final = {**SR_FINAL, 0: [(1, 1, 1), (3, 3, 2)]}
+    r = checker.check(registered(sr_clean(), {b: final for b in (1, 2, 3)}))
+    only(r, "registry_versions", 6)  # per broker: a gap, and a schema at another version than its order
+    assert any(x.get("missing") == [2] for x in r.examples["registry_versions"])
+    # a lookup answering another version than the order of the registrations gives
+    client = [*sr_clean()[:4], sr_ack(0, 2, 3, v=1), sr_ack(1, 2, 4)]
+    only(checker.check(registered(client)), "registry_versions", 1)
+
+
+def test_registry_refused_and_unreadable():
+    client = [*sr_clean(), sr_fail(1, 3, status=409, code=409)]
+    only(checker.check(registered(client)), "registry_refused", 1)
+    h = registered(sr_clean())
+    h["sr-read"][1] = {"t": 9.0, "k": "snapshot", "b": 2, "url": "http://b2:8081", "ok": False, "err": "timed out"}
+    only(checker.check(h), "registry_unreadable", 1)
+    h = registered(sr_clean())
+    del h["sr-read"]
+    only(checker.check(h), "registry_unreadable", 1)
+    # without a registry client nor reader (a run with registry=False): no registry check
+    r = checker.check(clean())
+    assert r.ok and "registry" not in r.stats

@@ -17,6 +17,19 @@ killed mid-run still leaves its history:
            the commit did
   drain    the final reader: every partition from the start to its end, at read_uncommitted
            and read_committed, and the group's committed offsets
+  registry a Schema Registry client (plain HTTP, Confluent's REST API v1) registering Avro
+           records at a low rate through the brokers' registries (--registries ID=URL,...), in
+           turn: several subjects of its own, each subject's versions BACKWARD compatible
+           (version n adds a field with a default to version n-1); a failed request is retried
+           on the next broker with the same schema until it is acknowledged (the run has two
+           such clients, so that two writers race for ids across the writer's failovers). Records every
+           acknowledgement (subject, schema fingerprint, id, latency, and the version and id
+           a follow-up lookup on another broker answered), every failure, and the schema
+           still unacknowledged when it stops
+  registry-read  the registry's final reader: every broker's subjects, versions (id,
+           fingerprint) and schemas by id, read again until the brokers agree (a follower
+           may be behind for a moment) or --wait seconds pass; records each broker's last
+           snapshot
 
 Usage: python -m tests.chaos.workload ROLE BOOTSTRAP TOPIC OUT.jsonl [options]
 """
@@ -24,13 +37,17 @@ Usage: python -m tests.chaos.workload ROLE BOOTSTRAP TOPIC OUT.jsonl [options]
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
 import signal
 import sys
 import time
+import urllib.parse
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.chaos.checker import REGISTRY_SUBJECT_PREFIX, registry_fingerprint
 
 GROUP = "chaos"
 SHARE_GROUP = "chaos-share"
@@ -283,9 +300,189 @@ def drain(a: argparse.Namespace, h: History) -> None:
     c.close()
 
 
+# --- the Schema Registry -------------------------------------------------------------------
+REGISTRY_CT = "application/vnd.schemaregistry.v1+json"
+
+
+def registry_schema(subject: int, version: int, client: str = "sr") -> str:
+    """Version ``version`` of subject ``subject``'s Avro record (of client ``client``): a record
+    of its own name, the fields of the version before it and one more, with a default
+    (BACKWARD compatible)."""
+    fields: list[dict] = [{"name": "seq", "type": "long"}]
+    for j in range(1, version):
+        kind = j % 3
+        if kind == 0:
+            fields.append({"name": f"f{j}", "type": ["null", "string"], "default": None})
+        elif kind == 1:
+            fields.append({"name": f"f{j}", "type": "int", "default": j})
+        else:
+            fields.append({"name": f"f{j}", "type": "string", "default": f"v{j}"})
+    return json.dumps({"type": "record", "name": f"Chaos{subject}", "namespace": f"krait.chaos.{client}",
+                       "fields": fields}, separators=(",", ":"))
+
+
+def registry_call(url: str, method: str, path: str, body: object = None,
+                  timeout: float = 10.0, conn: list | None = None) -> tuple[int, object]:
+    """(HTTP status, JSON answer) of one request; OSError (http.client's errors included)
+    when no answer came. ``conn``: a one-slot list holding a kept-alive connection."""
+    u = urllib.parse.urlsplit(url)
+    c = conn[0] if conn else None
+    if c is None:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        c.request(method, path, body=data, headers={"Content-Type": REGISTRY_CT, "Accept": REGISTRY_CT})
+        resp = c.getresponse()
+        payload = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        c.close()
+        if conn:
+            conn[0] = None
+        raise OSError(f"{type(exc).__name__}: {exc}") from None
+    if conn is not None:
+        conn[0] = c
+    else:
+        c.close()
+    try:
+        return resp.status, json.loads(payload)
+    except ValueError:
+        return resp.status, payload.decode(errors="replace")[:300]
+
+
+def _err(status: int, body: object) -> dict:
+    code = body.get("error_code") if isinstance(body, dict) else None
+    msg = body.get("message") if isinstance(body, dict) else body
+    return {"status": status, "code": code, "msg": str(msg)[:200]}
+
+
+def _registries(value: str) -> dict[int, str]:
+    """--registries "ID=URL,ID=URL..." (or plain URLs, numbered from 1): broker id -> URL."""
+    out = {}
+    for i, item in enumerate(value.split(","), 1):
+        bid, sep, url = item.partition("=")
+        out[int(bid) if sep else i] = url if sep else item
+    return out
+
+
+def registry(a: argparse.Namespace, h: History) -> None:
+    urls = _registries(a.registries)
+    brokers = sorted(urls)
+    subjects = [f"{REGISTRY_SUBJECT_PREFIX}{a.name}-{k}-value" for k in range(a.subjects)]
+    turn = random.Random(f"{a.seed}-{a.name}").randrange(len(urls))  # which broker is asked next
+    seq, acked, due = 0, 0, time.monotonic()
+    while not _stop:
+        # at most --rate registrations a second, and no burst to make up for a slow one
+        due = max(due, time.monotonic()) + 1 / a.rate
+        k, version = seq % a.subjects, seq // a.subjects + 1
+        subject, schema = subjects[k], registry_schema(k, version, a.name)
+        fp = registry_fingerprint(schema)
+        attempt = 0
+        while not _stop:
+            attempt += 1
+            b = brokers[turn % len(brokers)]
+            turn += 1
+            sent = time.time()
+            try:
+                status, body = registry_call(urls[b], "POST", f"/subjects/{subject}/versions", {"schema": schema},
+                                             timeout=a.timeout)
+            except OSError as exc:
+                status, body = -1, str(exc)
+            if status == 200 and isinstance(body, dict) and isinstance(body.get("id"), int):
+                ack = {"subject": subject, "n": version, "fp": fp, "id": body["id"], "b": b, "attempts": attempt,
+                       "sent": round(sent, 4), "lat": round(time.time() - sent, 4)}
+                ack.update(_lookup(urls, brokers[turn % len(brokers)], subject, schema, b))
+                h("ack", **ack)
+                acked += 1
+                break
+            h("fail", subject=subject, n=version, fp=fp, b=b, attempt=attempt, lat=round(time.time() - sent, 4),
+              **(_err(status, body) if status > 0 else {"status": status, "msg": str(body)[:200]}))
+            time.sleep(0.3)  # then the same schema again, on the next broker
+        else:
+            # stopped before this schema's registration was acknowledged: it may be in or not
+            h("pending", subject=subject, n=version, fp=fp, attempts=attempt)
+            break
+        seq += 1
+        while not _stop and (wait := due - time.monotonic()) > 0:
+            time.sleep(min(wait, 0.2))
+    h("done", acked=acked)
+
+
+def _lookup(urls: dict[int, str], first: int, subject: str, schema: str, acked_by: int) -> dict:
+    """The version (and id) of the registered schema by a lookup (POST /subjects/{subject}):
+    on the next broker first (a follower may not have it yet), then on the one that answered."""
+    tried = []
+    for b in dict.fromkeys([first, acked_by]):
+        try:
+            status, body = registry_call(urls[b], "POST", f"/subjects/{subject}", {"schema": schema}, timeout=5)
+        except OSError as exc:
+            status, body = -1, str(exc)
+        if status == 200 and isinstance(body, dict):
+            return {"v": body.get("version"), "lid": body.get("id"), "lb": b}
+        tried.append([b, status, body.get("error_code") if isinstance(body, dict) else None])
+    return {"lookup_miss": tried}
+
+
+def _snapshot(url: str, timeout: float) -> dict:
+    """One broker's registry: subject -> [[version, id, fingerprint]], id -> fingerprint."""
+    conn: list = [None]
+
+    def get(path: str) -> object:
+        reused = conn[0] is not None
+        try:
+            status, body = registry_call(url, "GET", path, timeout=timeout, conn=conn)
+        except OSError:
+            if not reused:
+                raise
+            # a kept-alive connection the server had closed: once more on a new one
+            status, body = registry_call(url, "GET", path, timeout=timeout, conn=conn)
+        if status != 200:
+            raise OSError(f"GET {path}: {json.dumps(_err(status, body))}")
+        return body
+
+    try:
+        versions: dict[str, list] = {}
+        ids: dict[int, str] = {}
+        for subject in get("/subjects"):
+            q = urllib.parse.quote(subject, safe="")
+            versions[subject] = []
+            for v in get(f"/subjects/{q}/versions"):
+                d = get(f"/subjects/{q}/versions/{v}")
+                versions[subject].append([d["version"], d["id"], registry_fingerprint(d["schema"])])
+                if d["version"] != v or d["subject"] != subject:
+                    versions[subject][-1].append({"asked": [subject, v], "answered": [d["subject"], d["version"]]})
+        for schema_id in sorted({e[1] for vs in versions.values() for e in vs}):
+            ids[schema_id] = registry_fingerprint(get(f"/schemas/ids/{schema_id}")["schema"])
+        return {"ok": True, "versions": versions, "ids": ids}
+    finally:
+        if conn[0] is not None:
+            conn[0].close()
+
+
+def registry_read(a: argparse.Namespace, h: History) -> None:
+    urls = _registries(a.registries)
+    start = time.monotonic()
+    rounds = 0
+    while True:
+        rounds += 1
+        snaps = {}
+        for b, url in urls.items():
+            try:
+                snaps[b] = _snapshot(url, a.timeout)
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                snaps[b] = {"ok": False, "err": str(exc)[:300]}
+        views = [json.dumps([s.get("versions"), s.get("ids")], sort_keys=True) for s in snaps.values()]
+        agreed = all(s["ok"] for s in snaps.values()) and len(set(views)) == 1
+        if agreed or _stop or time.monotonic() - start > a.wait:
+            break
+        time.sleep(1)
+    for b, snap in snaps.items():
+        h("snapshot", b=b, url=urls[b], **snap)
+    h("read", rounds=rounds, waited=round(time.monotonic() - start, 2), agreed=agreed)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["produce", "txn", "consume", "share", "drain"])
+    ap.add_argument("role", choices=["produce", "txn", "consume", "share", "drain", "registry", "registry-read"])
     ap.add_argument("bootstrap")
     ap.add_argument("topic")
     ap.add_argument("out")
@@ -295,11 +492,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--group", default=SHARE_GROUP)
     ap.add_argument("--paced", action="store_true", help="produce: never above --rate")
+    ap.add_argument("--registries", default="", help="registry, registry-read: the brokers' registry URLs")
+    ap.add_argument("--subjects", type=int, default=4, help="registry: how many subjects")
+    ap.add_argument("--timeout", type=float, default=12.0, help="registry, registry-read: seconds per request")
+    ap.add_argument("--wait", type=float, default=30.0, help="registry-read: seconds to wait for the brokers to agree")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     h = History(a.out)
-    {"produce": produce, "txn": txn, "consume": consume, "share": share, "drain": drain}[a.role](a, h)
+    {"produce": produce, "txn": txn, "consume": consume, "share": share, "drain": drain, "registry": registry,
+     "registry-read": registry_read}[a.role](a, h)
 
 
 if __name__ == "__main__":
