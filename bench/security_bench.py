@@ -260,7 +260,7 @@ def connect_worker(mode: str, port: int, ca: str | None, t_start: float, seconds
         time.sleep(t_start - time.time())
     c0 = self_cpu()
     end = t_start + seconds
-    done = errors = 0
+    done = errors = after_window = 0
     first_error = ""
     info = ""
     while time.time() < end:
@@ -273,6 +273,8 @@ def connect_worker(mode: str, port: int, ca: str | None, t_start: float, seconds
             continue
         if time.time() <= end:
             done += 1
+        else:  # completed, but after the window (a loaded machine): not counted in the rate
+            after_window += 1
     if ctx is not None and not info:
         with contextlib.suppress(Exception):
             s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
@@ -280,7 +282,7 @@ def connect_worker(mode: str, port: int, ca: str | None, t_start: float, seconds
             info = f"{s.version()} {s.cipher()[0]}"
             s.close()
     return {"done": done, "errors": errors, "first_error": first_error, "cpu": self_cpu() - c0, "tls": info,
-            "late": time.time() - t_start}
+            "late": time.time() - t_start, "after_window": after_window}
 
 
 def _pid_after(seconds: float) -> int:
@@ -321,9 +323,14 @@ def part_handshakes(sb: SecureBroker, clients: int, seconds: float, rounds: int,
                 res = pending.get(timeout=seconds + 120)
                 done = sum(x["done"] for x in res)
                 errors = sum(x["errors"] for x in res)
-                if done == 0:
+                if done == 0 and (errors or not sum(x["after_window"] for x in res)):
                     raise RuntimeError(f"{mode}: no connection completed {res}; first error: "
                                        f"{next((x['first_error'] for x in res if x['first_error']), '')}")
+                if done == 0:
+                    # every connection took longer than the window (a loaded machine): the rate is
+                    # over the time they did take, and the log says so
+                    done, wall = sum(x["after_window"] for x in res), max(x["late"] for x in res)
+                    log(f"{mode}: connections completed only after the {seconds:.1f} s window (machine too busy)")
                 client = sum(x["cpu"] for x in res)
                 tls_info = tls_info or next((x["tls"] for x in res if x["tls"]), "")
                 run = {"per_sec": done / wall, "broker_ms": 1000 * broker / done, "client_ms": 1000 * client / done,

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import iter_headers
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.records import HEADER_SIZE, iter_headers, parse_header
 from storage.errors import KafkaStorageError
 from storage.log import AppendResult, PartitionLog
 from storage.manager import LogManager
@@ -36,6 +36,7 @@ from storage.validator import validate_for_append
 from ..topics import INTERNAL_TOPICS
 from .partition import Partition
 from .purgatory import Purgatory
+from .turned_away import TurnedAway
 
 if TYPE_CHECKING:
     from .replication import FollowerRead, Replication
@@ -70,6 +71,9 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         #: parks fetches until an append and acks=all produces until the HW moves
         self.purgatory = Purgatory()
+        #: idempotent producers refused here as a follower (a sequence gap from them right after
+        #: a leadership change is answered "retry": broker/replica/turned_away.py)
+        self.turned_away = TurnedAway()
         #: the leader's side of replication (broker.replication.Replication sets itself here)
         self.replication: Replication | None = None
         logs.on_replaced = self._log_replaced
@@ -151,7 +155,12 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
         if records is None:
             raise KafkaError(ErrorCode.corrupt_message, "null records")
-        part = self.leader(topic, partition)
+        try:
+            part = self.leader(topic, partition)
+        except KafkaError as exc:
+            if exc.error_code == ErrorCode.not_leader_or_follower:
+                self.turned_away.note((topic, partition), _producer_id(records))
+            raise
         plog = part.log
         min_isr = plog.config.min_insync_replicas
         if acks == -1 and len(part.isr) < min_isr:
@@ -162,9 +171,19 @@ class ReplicaManager:
         cfg = plog.config
         valid = validate_for_append(records, cfg, now_ms, topic_partition=plog.name,
                                     log_start_offset=plog.log_start_offset)
-        result = plog.append(valid.buffer, valid.headers, leader_epoch=epoch,
-                             log_append_time_ms=now_ms if cfg.log_append_time else None,
-                             verification_guard=verification_guard, coordinator=origin_coordinator)
+        try:
+            result = plog.append(valid.buffer, valid.headers, leader_epoch=epoch,
+                                 log_append_time_ms=now_ms if cfg.log_append_time else None,
+                                 verification_guard=verification_guard, coordinator=origin_coordinator)
+        except KafkaError as exc:
+            pid = valid.headers[0].producer_id if valid.headers else -1
+            if exc.error_code == ErrorCode.out_of_order_sequence_number and \
+                    self.turned_away.recent((topic, partition), pid):
+                # see broker/replica/turned_away.py: the earlier batches come first
+                raise KafkaError(ErrorCode.not_leader_or_follower,
+                                 f"{exc.message}; earlier batches of producer {pid} were refused while this broker "
+                                 f"was taking over as leader: retry them first") from None
+            raise
         if not result.duplicate:
             part.maybe_increment_high_watermark()  # an ISR of one (a single node) commits at once
             self.purgatory.notify((topic, partition))
@@ -311,6 +330,16 @@ class ReplicaManager:
 
     def active_producers(self, topic: str, partition: int) -> list[ProducerStateEntry]:
         return list(self.partition(topic, partition).producer_state.producers.values())
+
+
+def _producer_id(records: bytes | bytearray | memoryview) -> int:
+    """The producer id of a Produce's first batch (-1: none, or not a readable batch)."""
+    if len(records) < HEADER_SIZE:
+        return -1
+    try:
+        return parse_header(records).producer_id
+    except ProtocolError:
+        return -1
 
 
 def _offline(topic: str, partition: int) -> KafkaStorageError:

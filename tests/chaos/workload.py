@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import signal
 import sys
@@ -68,9 +69,14 @@ class History:
 
 
 def _common(bootstrap: str) -> dict:
-    return {"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 2000,
+    conf = {"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 2000,
             "reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000,
             "log_level": 3}
+    # CHAOS_RDKAFKA_DEBUG=eos (librdkafka debug contexts) to see what a client did, in its
+    # history's .stderr, when a run needs explaining
+    if os.environ.get("CHAOS_RDKAFKA_DEBUG"):
+        conf.update({"debug": os.environ["CHAOS_RDKAFKA_DEBUG"], "log_level": 7})
+    return conf
 
 
 def produce(a: argparse.Namespace, h: History) -> None:
