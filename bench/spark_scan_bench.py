@@ -42,7 +42,7 @@ VALUE = bytes(range(100))
 
 
 def write_topic(log_dir: str, topic: str, partitions: int, records: int, compression: int = 0,
-                distinct: int = 0) -> int:
+                distinct: int = 0, segment_bytes: int = 256 << 20) -> int:
     """Write ``records`` records; batches are built once and their baseOffset patched per
     append (outside the CRC), so writing is I/O speed, not Python record encoding.
 
@@ -59,7 +59,7 @@ def write_topic(log_dir: str, topic: str, partitions: int, records: int, compres
                                        compression=compression)) for vs in values]
     written = 0
     for p in range(partitions):
-        w = PartitionWriter(log_dir, topic, p, segment_bytes=256 << 20)
+        w = PartitionWriter(log_dir, topic, p, segment_bytes=segment_bytes)
         n = 0
         while n < per_part:
             template = templates[(n // RECORDS_PER_BATCH) % len(templates)]

@@ -47,6 +47,7 @@ from .security.zk_store import ZkSecurityStore
 from .server import start_listeners
 from .share.coordinator_driver import ShareCoordinatorDriver, SharePersister
 from .share.service import ShareService
+from .tables.driver import TableTopics
 from .topic_admin import TopicAdmin, base_log_config
 from .topics import TopicRegistry
 from .txn_driver import TransactionDriver
@@ -97,6 +98,8 @@ class Broker:
         #: the share coordinator's driver and the share-partitions' service (KIP-932), at start()
         self.share_coordinator: ShareCoordinatorDriver | None = None
         self.share: ShareService | None = None
+        #: Iceberg table topics (krait.iceberg.mode), at start()
+        self.tables: TableTopics | None = None
         self.connections: set = set()
         self._tasks: set[asyncio.Task] = set()
         self._servers: list = []
@@ -165,6 +168,8 @@ class Broker:
         self.cluster.listeners.append(self.share_coordinator.follow_leadership)
         self.cluster.listeners.append(self.share.follow_leadership)
         self.share.start()
+        self.tables = TableTopics(self)
+        self.tables.start()
         self._servers = await start_listeners(self)
         self.serving = True
         self._timers = [
@@ -316,6 +321,8 @@ class Broker:
             self.groups.stop()
         if self.transactions is not None:
             self.transactions.stop()
+        if self.tables is not None:
+            await self.tables.stop()
         if self.share is not None:
             await self.share.stop()
         if self.share_coordinator is not None:

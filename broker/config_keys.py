@@ -252,6 +252,16 @@ _SERVER_KEYS: tuple[ConfigKey, ...] = (
               "the compatibility level of subjects without one (Confluent's schema.compatibility.level)"),
     ConfigKey("krait.schema.registry.timeout.ms", INT, "10000", AtLeast(1), LOW, READ_ONLY,
               "how long a registry write waits for the schema store to replicate it"),
+    # --- Iceberg table topics (topics with krait.iceberg.mode other than disabled)
+    ConfigKey("krait.iceberg.commit.interval.ms", LONG, "10000", AtLeast(100), MEDIUM, READ_ONLY,
+              "how often a partition leader commits its new records to the topic's Iceberg table"),
+    ConfigKey("krait.iceberg.catalog.uri", STRING, "", None, MEDIUM, READ_ONLY,
+              "the Iceberg catalog: a SQLAlchemy URL (SQL catalog) or http(s) (REST); empty: SQLite "
+              "under the first log dir"),
+    ConfigKey("krait.iceberg.warehouse", STRING, "", None, MEDIUM, READ_ONLY,
+              "where table files go (a path or URI); empty: under the first log dir"),
+    ConfigKey("krait.iceberg.namespace", STRING, "krait", None, LOW, READ_ONLY,
+              "the catalog namespace of the topics' tables"),
 )
 
 

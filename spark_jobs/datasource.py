@@ -10,9 +10,10 @@ given with ``.schema("partition int, offset long")`` names: Spark gives Python d
 sources no column pruning (PythonScanBuilder only takes filters), so a narrow schema is
 how a query says what it reads, and only those columns are decoded (no key, value or
 headers: batch headers only, nothing decompressed). Planning (driver side)
-resolves offset and time ranges through ``.index`` / ``.timeindex`` and emits one input
-partition per segment (split at index entries when ``minPartitions`` asks for more);
-executors decode whole batches with numba kernels (:mod:`spark_jobs.decode`) and yield
+resolves offset and time ranges through ``.index`` / ``.timeindex`` into slices (one per
+segment overlapping the range) and packs them into input partitions by size, as Spark's
+file sources pack files (:mod:`spark_jobs.splits`: several small segments per task, a
+segment larger than the target split cut at index entries); executors decode whole batches with numba kernels (:mod:`spark_jobs.decode`) and yield
 Arrow record batches. The log dirs must be readable at the same path by the driver and
 the executors (local mode, or a shared filesystem).
 
@@ -30,7 +31,11 @@ Options (named like Spark's Kafka source):
                         ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` JSON
                         per partition. No such record: the partition's end.
 ``includeHeaders``      ``true`` adds ``headers array<struct<key:string,value:binary>>``
-``minPartitions``       split segments at index entries until there are this many tasks
+``minPartitions``       at least this many tasks (slices cut at index entries as needed)
+``maxPartitionBytes`` / ``openCostInBytes`` / ``minPartitionNum``  the size of the input
+                        partitions, as Spark's ``spark.sql.files.*`` confs of those names
+                        (their session values when :func:`register` ran are the defaults;
+                        else 128 MiB, 4 MiB, the CPU count): see :mod:`spark_jobs.splits`
 ``highWatermark``       ``checkpoint`` (default: stop at the high watermark in
                         replication-offset-checkpoint when it lists the partition) or
                         ``ignore`` (read up to the last whole batch)
@@ -90,9 +95,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .logdir import READ_CHUNK, read_slice, split_slices
+from .logdir import READ_CHUNK, read_slice
 from .planning import MAX_BOUND, MIN_BOUND, Hints, bool_option, plan_slices, read_committed
 from .schema import SCHEMA, SCHEMA_WITH_HEADERS, arrow_schema, check_schema
+from .splits import SplitConf, plan_splits
+from .splits import session_options as split_session_options
 from .streaming import KafkaSegmentsStreamReader
 from .typed_values import TypedRead, TypedStreamReader, typed_read
 
@@ -112,6 +119,7 @@ __all__ = [
     "check_workers_python",
     "plan_slices",
     "register",
+    "with_session_options",
 ]
 
 
@@ -122,7 +130,18 @@ def register(spark: SparkSession) -> None:
     :func:`check_workers_python`)."""
     check_workers_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaSegmentsDataSource)
+    spark.dataSource.register(with_session_options(spark))
+
+
+def with_session_options(spark: SparkSession) -> type[KafkaSegmentsDataSource]:
+    """The data source class carrying this session's ``spark.sql.files.*`` split confs as
+    default options (:func:`spark_jobs.splits.session_options`).
+
+    Spark plans a Python data source's read in a Python worker that sees none of the
+    session's confs; the class is pickled to that worker, and a class made here (not
+    importable by its name) is pickled by value, with its ``session_options``."""
+    return type(KafkaSegmentsDataSource.__name__, (KafkaSegmentsDataSource,),
+                {"__module__": __name__, "session_options": split_session_options(spark)})
 
 
 #: what the planning and reading workers import (numba for the decode kernels)
@@ -164,6 +183,9 @@ def check_workers_python(spark: SparkSession) -> None:
 class KafkaSegmentsDataSource(DataSource):
     """Spark's Kafka source schema, read from segment files instead of a broker."""
 
+    #: default options under the read's own (lower-cased keys): see :func:`with_session_options`
+    session_options: dict[str, str] = {}
+
     @classmethod
     def name(cls) -> str:
         return "kafka-segments"
@@ -194,7 +216,8 @@ class KafkaSegmentsDataSource(DataSource):
             mode = "true" if _pushdown_enabled() else "false"
         cls = _PushdownReader if mode == "true" else _SegmentsReader
         typed = self._typed_read(schema)
-        return cls(dict(self.options), schema if typed else check_schema(schema), typed)
+        opts = {**self.session_options, **{k.lower(): v for k, v in self.options.items()}}
+        return cls(opts, schema if typed else check_schema(schema), typed)
 
 
 def _pushdown_enabled() -> bool:
@@ -227,24 +250,24 @@ class _SegmentsReader(DataSourceReader):
         self.raw_schema = typed.raw_schema(schema) if typed else schema
         self.hints = Hints()
         read_committed(self.options)  # a bad value fails at planning, not in the executors
+        self.split_conf = SplitConf.from_options(self.options)
         if "log.dirs" not in self.options:
             raise ValueError("the kafka-segments source needs option log.dirs")
 
     # --- planning ------------------------------------------------------------------
     def partitions(self) -> Sequence[InputPartition]:
-        slices = plan_slices(self.options, self.hints)
-        min_parts = int(self.options.get("minpartitions") or 0)
-        if min_parts > len(slices):
-            slices = split_slices(slices, min_parts)
-        if not slices:
+        splits = plan_splits(plan_slices(self.options, self.hints), self.split_conf)
+        if not splits:
             return [InputPartition(None)]
-        return [InputPartition(s) for s in slices]
+        return [InputPartition(s) for s in splits]
 
     def read(self, partition: InputPartition) -> Iterator:
+        """The rows of one input partition: its slices (a tuple), read one after the other."""
         if partition.value is None:
             return iter(())
         chunk = int(self.options.get("readchunkbytes") or READ_CHUNK)
-        batches = read_slice(partition.value, arrow_schema(self.raw_schema), chunk=chunk)
+        schema = arrow_schema(self.raw_schema)
+        batches = (b for s in partition.value for b in read_slice(s, schema, chunk=chunk))
         return self.typed.decode(batches, arrow_schema(self.schema)) if self.typed else batches
 
 

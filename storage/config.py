@@ -27,6 +27,7 @@ from .config_def import (
     LIST,
     LONG,
     LONG_MAX,
+    MEDIUM,
     STRING,
     AtLeast,
     Between,
@@ -37,6 +38,9 @@ from .config_def import (
     render_value,
     walk,
 )
+
+#: the values of krait.iceberg.mode built so far (tables.modes names them all)
+ICEBERG_MODES = ("disabled", "key_value")
 
 __all__ = ["LogConfig", "LOG_KEYS", "LONG_MAX", "INT_MAX", "TOPIC_CONFIG_NAMES", "TOPIC_KEYS"]
 
@@ -112,6 +116,9 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
               "replicas that must have an acks=all write", topic=TopicSynonym()),
     ConfigKey("unclean.leader.election.enable", BOOLEAN, "false", None, HIGH, _DYN,
               "may a replica outside the ISR become leader", topic=TopicSynonym()),
+    # Krait's own (issue 27): storage only carries it; broker/tables/ writes the table
+    ConfigKey("krait.iceberg.mode", STRING, "disabled", OneOf(ICEBERG_MODES), MEDIUM, _DYN,
+              "keep the topic as an Apache Iceberg table: disabled or key_value", topic=TopicSynonym()),
     # Kafka's keys that storage has no use for (codec levels, tiered storage): accepted at
     # both levels so that clients which set them are not refused; they change nothing here
     *(ConfigKey(f"compression.{codec}.level", INT, level, dynamic=_DYN, use=ACCEPTED,

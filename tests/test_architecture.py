@@ -39,8 +39,9 @@ from protocol import apis
 from protocol.apis import ApiKey
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("broker", "storage", "protocol", "coordinator", "txn_coordinator", "share_coordinator", "schema_registry")
-CORES = ("protocol", "storage", "coordinator", "txn_coordinator", "share_coordinator", "schema_registry")
+PACKAGES = ("broker", "storage", "protocol", "coordinator", "txn_coordinator", "share_coordinator", "schema_registry",
+            "tables")
+CORES = ("protocol", "storage", "coordinator", "txn_coordinator", "share_coordinator", "schema_registry", "tables")
 SPARK = "spark_jobs"
 # bench/ is a directory of scripts, run with bench/ first on sys.path: its modules import
 # each other by bare name (``from peers import ROOT``) or as ``bench.<name>``. Here they are

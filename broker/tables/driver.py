@@ -1,0 +1,120 @@
+"""Keeps the topics with ``krait.iceberg.mode=key_value`` as Iceberg tables (``tables/``):
+every ``krait.iceberg.commit.interval.ms`` this broker reads, for each such partition it
+leads, the committed records the table does not hold yet (from the table's offsets up to
+the last stable offset, aborted transactions left out) and appends them, all of a topic's
+partitions in one snapshot. The offsets live in the snapshot itself, so a crash or a leader
+change resumes exactly where the table ends: no gap, no record twice (the writer drops rows
+another broker committed meanwhile).
+
+The log is read on the event loop (storage is synchronous and not thread-safe: one pread
+per partition and commit); decoding and the pyiceberg commit, which block, run on a worker
+thread, one commit at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tables.catalog import open_catalog
+from tables.records import region_to_arrow
+from tables.writer import TableWriter
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("krait.tables")
+
+#: bytes of log read per partition and commit (the rest goes in the next commit)
+MAX_BYTES_PER_COMMIT = 32 << 20
+
+
+class TableTopics:
+    def __init__(self, broker: Broker) -> None:
+        cfg = broker.config
+        self.broker = broker
+        self.interval_s = cfg["krait.iceberg.commit.interval.ms"] / 1000
+        self.catalog_uri = cfg["krait.iceberg.catalog.uri"] or None
+        self.warehouse = cfg["krait.iceberg.warehouse"] or None
+        self.namespace = cfg["krait.iceberg.namespace"]
+        self._catalog: Any = None
+        self._writers: dict[str, TableWriter] = {}
+        self._task: asyncio.Task | None = None
+        #: topic -> partition -> the next offset the table holds, as last committed here
+        self.offsets: dict[str, dict[int, int]] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def table_topics(self) -> dict[str, list[int]]:
+        """topic -> the partitions of it this broker leads, for topics kept as tables."""
+        out: dict[str, list[int]] = {}
+        for (topic, p), part in self.broker.replicas.partitions.items():
+            if part.is_leader and not part.log.offline and part.log.config.krait_iceberg_mode == "key_value":
+                out.setdefault(topic, []).append(p)
+        return out
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            for topic, partitions in sorted(self.table_topics().items()):
+                try:
+                    await self.sync(topic, sorted(partitions))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("appending to the Iceberg table of %s failed (retried next commit)", topic)
+
+    def _writer(self, topic: str) -> TableWriter:
+        if self._catalog is None:
+            self._catalog = open_catalog(self.broker.log_dirs[0], catalog_uri=self.catalog_uri,
+                                         warehouse=self.warehouse)
+        writer = self._writers.get(topic)
+        if writer is None:
+            writer = self._writers[topic] = TableWriter(self._catalog, topic, namespace=self.namespace)
+        return writer
+
+    async def sync(self, topic: str, partitions: list[int]) -> None:
+        """One commit of ``topic``'s led ``partitions``: what the table lacks, up to the LSO."""
+        writer = await asyncio.to_thread(self._writer, topic)
+        committed = await asyncio.to_thread(writer.committed_offsets)
+        work = {}
+        for p in partitions:
+            part = self.broker.replicas.partitions.get((topic, p))
+            if part is None or not part.is_leader or part.log.offline:
+                continue
+            plog = part.log
+            start = committed.get(p, plog.log_start_offset)
+            if start < plog.log_start_offset:
+                log.warning("%s-%d: offsets %d..%d were deleted before the table got them", topic, p, start,
+                            plog.log_start_offset - 1)
+                start = plog.log_start_offset
+            end = min(plog.last_stable_offset, plog.high_watermark)
+            if start >= end:
+                continue
+            region = plog.read(start, MAX_BYTES_PER_COMMIT, max_offset=end)
+            if region is None:
+                continue
+            work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
+        if not work:
+            return
+        new = await asyncio.to_thread(self._append, writer, work)
+        if new is not None:
+            self.offsets[topic] = new
+
+    @staticmethod
+    def _append(writer: TableWriter, work: dict[int, tuple[bytes, list, int, int]]) -> dict[int, int] | None:
+        batches = {}
+        for p, (buf, aborted, start, end) in work.items():
+            rows = region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
+            batches[p] = (rows.table, rows.next_offset)
+        return writer.append(batches)

@@ -1,0 +1,156 @@
+"""Exactly-once appends of a topic's rows to its Iceberg table.
+
+The table's current snapshot says what the table holds: its summary carries, for every
+Kafka partition written so far, ``krait.offset.<partition>`` = the next offset after the
+rows of that partition in the table. A snapshot is written by one append that adds the rows
+of one or more partitions *and* sets those offsets (the others copied unchanged), in one
+atomic catalog commit. So:
+
+- after a crash, a restart or a leadership change, the writer resumes each partition at
+  :meth:`TableWriter.committed_offsets` (the log is read again from there): no gap, and no
+  row twice, since rows below those offsets are never appended again;
+- brokers writing different partitions of one table commit concurrently through the
+  catalog's optimistic concurrency: a commit based on a snapshot that is no longer current
+  fails (CommitFailedException); the writer then reloads the table, re-reads the offsets,
+  drops the rows now at or below a partition's committed offset (another writer took them:
+  a leadership change) and tries again with the new offsets of everybody else.
+
+A failed attempt leaves its Parquet files unreferenced (pyiceberg wrote them before the
+commit): the orphan-file clean-up of the table's upkeep removes them.
+
+pyiceberg's own commit retry (table property ``commit.retry.num-retries``, 4 by default)
+would re-apply a failed append on top of the other writer's snapshot with the offsets
+computed before it, losing that writer's offsets: the writer's tables set it to 0, and the
+writer retries itself.
+
+Snapshots written by something else (a compaction that rewrites files, which keeps the
+table's contents) may lack the properties: the offsets are those of the nearest ancestor
+that has them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import Table
+
+from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
+from .layout import DEFAULT_PARTITION_SPEC, KEY_VALUE_ARROW_SCHEMA, key_value_schema, partition_spec
+
+__all__ = ["OFFSET_PREFIX", "TableWriter", "snapshot_offsets"]
+
+OFFSET_PREFIX = "krait.offset."
+#: table property naming the topic a table holds (the table name maps some characters)
+TOPIC_PROPERTY = "krait.topic"
+#: pyiceberg's commit retry, which must stay off (see the module doc)
+RETRIES_PROPERTY = "commit.retry.num-retries"
+
+
+def snapshot_offsets(table: Table) -> dict[int, int]:
+    """partition -> next offset held, from the current snapshot or its nearest ancestor
+    that carries Krait's offsets; empty for a table with none."""
+    snap = table.current_snapshot()
+    while snap is not None:
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        found = {int(k[len(OFFSET_PREFIX):]): int(v) for k, v in props.items() if k.startswith(OFFSET_PREFIX)}
+        if found:
+            return found
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return {}
+
+
+class TableWriter:
+    """The writer of one topic's table (``key_value`` layout), created on first use."""
+
+    def __init__(self, catalog: Catalog, topic: str, *, namespace: str = DEFAULT_NAMESPACE,
+                 spec: str = DEFAULT_PARTITION_SPEC, max_attempts: int = 20) -> None:
+        self.catalog = catalog
+        self.topic = topic
+        self.identifier = table_identifier(topic, namespace)
+        self.spec = spec
+        self.max_attempts = max_attempts
+        #: commits that failed on a concurrent commit and were retried (for metrics and tests)
+        self.conflicts = 0
+        self.table = self._open_or_create()
+
+    def _open_or_create(self) -> Table:
+        try:
+            return self._no_library_retry(self.catalog.load_table(self.identifier))
+        except NoSuchTableError:
+            pass
+        ensure_namespace(self.catalog, self.identifier[0])
+        schema = key_value_schema()
+        try:
+            return self.catalog.create_table(self.identifier, schema, partition_spec=partition_spec(schema, self.spec),
+                                             properties={TOPIC_PROPERTY: self.topic, RETRIES_PROPERTY: "0"})
+        except TableAlreadyExistsError:  # another writer created it first
+            return self._no_library_retry(self.catalog.load_table(self.identifier))
+
+    def _no_library_retry(self, table: Table) -> Table:
+        """The table with pyiceberg's commit retry off (set by a commit of its own if
+        something turned it on)."""
+        for _ in range(self.max_attempts):
+            if table.properties.get(RETRIES_PROPERTY) == "0":
+                return table
+            try:
+                return table.transaction().set_properties({RETRIES_PROPERTY: "0"}).commit_transaction()
+            except CommitFailedException:
+                table = self.catalog.load_table(self.identifier)
+        raise CommitFailedException(f"{self.identifier}: could not set {RETRIES_PROPERTY}")
+
+    def refresh(self) -> Table:
+        self.table = self._no_library_retry(self.catalog.load_table(self.identifier))
+        return self.table
+
+    def committed_offsets(self) -> dict[int, int]:
+        """partition -> the next offset the table holds (partitions never written are absent)."""
+        return snapshot_offsets(self.refresh())
+
+    def append(self, batches: Mapping[int, tuple[pa.Table, int]]) -> dict[int, int] | None:
+        """Append each partition's rows (``partition -> (rows, next offset after them)``) in
+        one snapshot whose summary holds the new offsets and everybody else's; retried on a
+        concurrent commit (see the module doc). Returns the offsets of the snapshot written,
+        or None when there was nothing new to write."""
+        for attempt in range(self.max_attempts):
+            offsets = snapshot_offsets(self.table)
+            rows, new = _fresh(batches, offsets)
+            if new == offsets:
+                return None
+            tx = self.table.transaction()
+            props = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(new.items())}
+            if rows.num_rows:
+                tx.append(rows, snapshot_properties=props)
+            else:  # only control or aborted batches, or records compacted away: move the offsets alone
+                with tx.update_snapshot(snapshot_properties=props).fast_append():
+                    pass
+            try:
+                self.table = tx.commit_transaction()
+                return new
+            except CommitFailedException:
+                self.conflicts += 1
+                time.sleep(random.uniform(0, 0.01 * min(attempt + 1, 10)))
+                self.refresh()
+        raise CommitFailedException(f"{self.identifier}: {self.max_attempts} commits failed on concurrent commits")
+
+
+def _fresh(batches: Mapping[int, tuple[pa.Table, int]], offsets: Mapping[int, int]) -> tuple[pa.Table, dict[int, int]]:
+    """The rows not yet in the table and the offsets after appending them."""
+    new = dict(offsets)
+    parts = []
+    for p, (rows, next_offset) in sorted(batches.items()):
+        done = offsets.get(p, -1)
+        if next_offset <= done:
+            continue  # all of it is in the table already
+        if rows.num_rows and done > 0:
+            rows = rows.filter(pc.greater_equal(rows["offset"], done))
+        if rows.num_rows:
+            parts.append(rows.cast(KEY_VALUE_ARROW_SCHEMA) if rows.schema != KEY_VALUE_ARROW_SCHEMA else rows)
+        new[p] = next_offset
+    rows = pa.concat_tables(parts) if parts else KEY_VALUE_ARROW_SCHEMA.empty_table()
+    return rows, new

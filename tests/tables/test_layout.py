@@ -1,0 +1,63 @@
+"""tables.layout, tables.catalog names and tables.modes."""
+
+from __future__ import annotations
+
+import pytest
+from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
+
+from storage.config_def import ConfigError
+from tables.catalog import embedded_paths, open_catalog, table_identifier, table_name
+from tables.layout import key_value_schema, parse_spec_names, partition_spec
+from tables.modes import MODES, parse_mode
+
+
+def test_schema_columns():
+    s = key_value_schema()
+    assert [f.name for f in s.fields] == ["partition", "offset", "timestamp", "timestamp_type", "key", "value",
+                                          "headers"]
+    assert [str(f.field_type) for f in s.fields][:6] == ["int", "long", "timestamptz", "int", "binary", "binary"]
+    assert str(s.find_field("headers").field_type) == "list<struct<9: key: required string, 10: value: optional binary>>"
+
+
+def test_partition_spec_default_and_configured():
+    s = key_value_schema()
+    spec = partition_spec(s)
+    assert [(f.source_id, type(f.transform), f.name) for f in spec.fields] == [
+        (1, IdentityTransform, "partition"), (3, HourTransform, "timestamp_hour")]
+    assert parse_spec_names("(partition, bucket(16, key), day(timestamp))") == ["partition", "bucket(16, key)",
+                                                                                 "day(timestamp)"]
+    spec = partition_spec(s, ["bucket(16, key)", "day(timestamp)"])
+    assert [type(f.transform) for f in spec.fields] == [BucketTransform, DayTransform]
+    assert partition_spec(s, "()").fields == ()
+    for bad in ("(nosuch)", "(hour(nosuch))", "(fortnight(timestamp))", "(partition"):
+        with pytest.raises(ValueError):
+            partition_spec(s, bad)
+
+
+def test_table_names():
+    assert table_name("orders.eu-west_1") == "orders_eu-west_1"
+    assert table_identifier("a.b", "ns") == ("ns", "a_b")
+    assert table_name("t~dlq") == "t~dlq"
+    with pytest.raises(ValueError):
+        table_name("no/slash")
+
+
+def test_embedded_catalog_needs_no_setup(tmp_path):
+    cat = open_catalog(str(tmp_path / "logs"))
+    db, wh = embedded_paths(str(tmp_path / "logs"))
+    assert db == str(tmp_path / "logs" / "krait-iceberg" / "catalog.db")
+    assert (tmp_path / "logs" / "krait-iceberg" / "catalog.db").exists() and (tmp_path / "logs" / "krait-iceberg"
+                                                                              / "warehouse").is_dir()
+    assert cat.properties["warehouse"] == "file://" + wh
+    explicit = open_catalog(catalog_uri=f"sqlite:///{tmp_path}/other.db", warehouse=str(tmp_path / "wh"))
+    assert explicit.properties["uri"] == f"sqlite:///{tmp_path}/other.db"
+    with pytest.raises(ValueError):
+        open_catalog(catalog_uri=f"sqlite:///{tmp_path}/x.db")  # no warehouse, no log dir
+
+
+def test_modes():
+    assert MODES == ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
+    assert [parse_mode(m) for m in MODES] == list(MODES)
+    assert parse_mode(None) == parse_mode("") == "disabled"
+    with pytest.raises(ConfigError, match="String must be one of"):
+        parse_mode("keyvalue")
