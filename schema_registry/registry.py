@@ -32,10 +32,6 @@ class Outcome:
     writes: list[Write] = field(default_factory=list)
 
 
-def _flag(value: object) -> bool:
-    return str(value).lower() == "true" if value is not None else False
-
-
 class SchemaRegistry:
     def __init__(self, state: RegistryState | None = None, default_compatibility: str = compatibility.DEFAULT_LEVEL,
                  default_mode: str = DEFAULT_MODE) -> None:
@@ -255,15 +251,13 @@ class SchemaRegistry:
         return Outcome({"compatibilityLevel": previous}, [records.encode_config(subject, None)])
 
     def mode(self, subject: str | None, default_to_global: bool = False) -> str:
+        """The subject's mode (with ``default_to_global``, the global one when it has none),
+        or the global mode for ``subject`` None."""
         if subject is not None and subject in self.state.modes:
             return self.state.modes[subject]
         if subject is not None and not default_to_global:
             raise errors.subject_mode_not_configured(subject)
         return self.state.modes.get(None, self.default_mode)
-
-    def _effective_mode(self, subject: str | None) -> str:
-        return self.state.modes.get(subject, self.state.modes.get(None, self.default_mode)) if subject is not None \
-            else self.state.modes.get(None, self.default_mode)
 
     def set_mode(self, subject: str | None, body: object, force: bool = False) -> Outcome:
         mode = body.get("mode") if isinstance(body, dict) else None
@@ -283,7 +277,7 @@ class SchemaRegistry:
         return Outcome({"mode": previous}, [records.encode_mode(subject, None)])
 
     def _check_writable(self, subject: str | None, config: bool = False) -> None:
-        mode = self._effective_mode(subject)
+        mode = self.mode(subject, default_to_global=True)
         if mode in ("READONLY", "READONLY_OVERRIDE") and not (config and mode == "READONLY"):
             raise errors.operation_not_permitted(f"Subject {subject} is in read-only mode" if subject is not None
                                                  else "The registry is in read-only mode")
@@ -298,7 +292,7 @@ class SchemaRegistry:
         version; an existing identical version answers its id and writes nothing."""
         check_subject(subject)
         self._check_writable(subject)
-        mode = self._effective_mode(subject)
+        mode = self.mode(subject, default_to_global=True)
         schema_type, parsed, refs, req = self._request(body, normalize or self._normalize(subject))
         canonical = parsed.canonical_string()
         wanted_id, wanted_version = req.get("id"), req.get("version")

@@ -40,23 +40,25 @@ SCHEMA_WITH_HEADERS = StructType([
 _COLUMNS = {f.name: f.dataType for f in SCHEMA_WITH_HEADERS.fields}
 
 
-def check_schema(schema: StructType) -> StructType:
+def check_schema(schema: StructType, columns: dict | None = None, what: str = "kafka-segments") -> StructType:
     """A schema given with ``.schema(...)`` must be columns of the source (any subset, any
-    order, names as in :data:`SCHEMA_WITH_HEADERS`, their types); returns it.
+    order, names as in :data:`SCHEMA_WITH_HEADERS`, their types); returns it. ``columns``
+    (name -> type) and ``what`` describe another column set (a typed read's).
 
     Spark gives Python data sources no column pruning (the reader always gets the whole
     output schema), so a narrow user-given schema is how a query says what to decode: the
     columns not asked for are not decoded at all (see ``decode.decode_batches``)."""
+    columns = _COLUMNS if columns is None else columns
     seen = set()
     for f in schema.fields:
-        want = _COLUMNS.get(f.name)
+        want = columns.get(f.name)
         if want is None:
-            raise ValueError(f"kafka-segments has no column {f.name!r}; its columns are {', '.join(_COLUMNS)}")
+            raise ValueError(f"kafka-segments has no column {f.name!r}; its columns are {', '.join(columns)}")
         if f.name in seen:
             raise ValueError(f"column {f.name!r} appears twice in the schema")
         seen.add(f.name)
         if f.dataType.simpleString() != want.simpleString():
-            raise ValueError(f"column {f.name!r} of kafka-segments has type {want.simpleString()}, "
+            raise ValueError(f"column {f.name!r} of {what} has type {want.simpleString()}, "
                              f"not {f.dataType.simpleString()}")
     if not schema.fields:
         raise ValueError("the schema of a kafka-segments read needs at least one column")

@@ -59,7 +59,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from .logdir import list_partitions
 from .planning import subscribed
 from .registry_client import RegisteredSchema, RegistryClient, RegistryError, SchemaNotFound
-from .schema import SCHEMA, arrow_schema
+from .schema import SCHEMA, arrow_schema, check_schema
 from .streaming import KafkaSegmentsStreamReader
 from .typed_schema import Node, avro_node, json_node, strip_logical_types
 
@@ -170,21 +170,7 @@ class TypedRead:
 
     def check(self, schema: StructType) -> StructType:
         """A user-given schema must name columns of :attr:`schema`, with their types."""
-        full = {f.name: f.dataType for f in self.schema}
-        seen = set()
-        for f in schema:
-            want = full.get(f.name)
-            if want is None:
-                raise ValueError(f"kafka-segments has no column {f.name!r}; its columns are {', '.join(full)}")
-            if f.name in seen:
-                raise ValueError(f"column {f.name!r} appears twice in the schema")
-            seen.add(f.name)
-            if f.dataType.simpleString() != want.simpleString():
-                raise ValueError(f"column {f.name!r} of this read has type {want.simpleString()}, "
-                                 f"not {f.dataType.simpleString()}")
-        if not schema.fields:
-            raise ValueError("the schema of a kafka-segments read needs at least one column")
-        return schema
+        return check_schema(schema, {f.name: f.dataType for f in self.schema}, "this read")
 
     def raw_schema(self, schema: StructType) -> StructType:
         """The source's own columns to read for ``schema`` (the raw key / value for the

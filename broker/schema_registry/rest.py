@@ -162,10 +162,14 @@ class RegistryListener:
         except (ValueError, UnicodeDecodeError) as exc:
             raise RegistryError(400, f"Unrecognized JSON body: {exc}", status=400) from None
 
-    async def _read(self, request: web.Request, op: Callable[[SchemaRegistry], Any]) -> web.StreamResponse:
+    async def _read(self, request: web.Request, op: Callable[[SchemaRegistry], Any],
+                    text: bool = False) -> web.StreamResponse:
+        """A read answered here (as JSON, or ``text`` as it is: a bare schema), or by the
+        writer when this broker holds no replica of the registry's topic."""
         if not self.service.holds_replica():
             return await self._forward(request, self.service.leader())
-        return _json(self.service.read(op))
+        answer = self.service.read(op)
+        return web.Response(text=answer, content_type=CONTENT_TYPE) if text else _json(answer)
 
     async def _write(self, request: web.Request, op: Callable[[SchemaRegistry], Any]) -> web.StreamResponse:
         if not self.auth.may_write(request.get("user")):
@@ -250,10 +254,7 @@ class RegistryListener:
     async def _version_schema(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
         deleted = _flag(request, "deleted")
-        if not self.service.holds_replica():
-            return await self._forward(request, self.service.leader())
-        text = self.service.read(lambda c: c.version_schema(subject, version, deleted))
-        return web.Response(text=text, content_type=CONTENT_TYPE)
+        return await self._read(request, lambda c: c.version_schema(subject, version, deleted), text=True)
 
     async def _referenced_by(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
@@ -294,10 +295,7 @@ class RegistryListener:
 
     async def _schema_text(self, request: web.Request) -> web.StreamResponse:
         schema_id = self._id(request)
-        if not self.service.holds_replica():
-            return await self._forward(request, self.service.leader())
-        text = self.service.read(lambda c: c.schema_by_id(schema_id)["schema"])
-        return web.Response(text=text, content_type=CONTENT_TYPE)
+        return await self._read(request, lambda c: c.schema_by_id(schema_id)["schema"], text=True)
 
     async def _id_subjects(self, request: web.Request) -> web.StreamResponse:
         schema_id, deleted = self._id(request), _flag(request, "deleted")

@@ -41,8 +41,6 @@ class TableTopics:
         self._catalog: Any = None
         self._writers: dict[str, TableWriter] = {}
         self._task: asyncio.Task | None = None
-        #: topic -> partition -> the next offset the table holds, as last committed here
-        self.offsets: dict[str, dict[int, int]] = {}
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -107,9 +105,7 @@ class TableTopics:
             work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
         if not work:
             return
-        new = await asyncio.to_thread(self._append, writer, work)
-        if new is not None:
-            self.offsets[topic] = new
+        await asyncio.to_thread(self._append, writer, work)
 
     @staticmethod
     def _append(writer: TableWriter, work: dict[int, tuple[bytes, list, int, int]]) -> dict[int, int] | None:
