@@ -105,12 +105,14 @@ class RegistryListener:
         log.info("Schema Registry on %s", self.url(self.host or "0.0.0.0"))
 
     async def stop(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        # the server first: its cleanup lets requests in flight finish, forwarded ones too,
+        # before the forwarding client closes under them
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
     def url(self, host: str) -> str:
         return f"{self.scheme}://{host}:{self.port}"
