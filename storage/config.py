@@ -39,8 +39,9 @@ from .config_def import (
     walk,
 )
 
-#: the values of krait.iceberg.mode built so far (tables.modes names them all)
-ICEBERG_MODES = ("disabled", "key_value")
+#: the values of krait.iceberg.mode, declared here because storage declares the key and must
+#: not import tables/ (the layer above it); tables.modes takes its names from this tuple
+ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
 
 __all__ = ["LogConfig", "LOG_KEYS", "LONG_MAX", "INT_MAX", "TOPIC_CONFIG_NAMES", "TOPIC_KEYS"]
 
@@ -118,7 +119,9 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
               "may a replica outside the ISR become leader", topic=TopicSynonym()),
     # Krait's own (issue 27): storage only carries it; broker/tables/ writes the table
     ConfigKey("krait.iceberg.mode", STRING, "disabled", OneOf(ICEBERG_MODES), MEDIUM, _DYN,
-              "keep the topic as an Apache Iceberg table: disabled or key_value", topic=TopicSynonym()),
+              "keep the topic as an Apache Iceberg table: disabled, key_value, or the value decoded with the "
+              "registry schema its prefix names (value_schema_id_prefix) or its subject's latest "
+              "(value_schema_latest)", topic=TopicSynonym()),
     # Kafka's keys that storage has no use for (codec levels, tiered storage): accepted at
     # both levels so that clients which set them are not refused; they change nothing here
     *(ConfigKey(f"compression.{codec}.level", INT, level, dynamic=_DYN, use=ACCEPTED,
