@@ -43,13 +43,16 @@ from pyiceberg.table import Table
 from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
 from .layout import DEFAULT_PARTITION_SPEC, KEY_VALUE_ARROW_SCHEMA, key_value_schema, partition_spec
 
-__all__ = ["OFFSET_PREFIX", "TableWriter", "snapshot_offsets"]
+__all__ = ["OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "snapshot_offsets"]
 
 OFFSET_PREFIX = "krait.offset."
 #: table property naming the topic a table holds (the table name maps some characters)
 TOPIC_PROPERTY = "krait.topic"
 #: pyiceberg's commit retry, which must stay off (see the module doc)
 RETRIES_PROPERTY = "commit.retry.num-retries"
+#: snapshot summary property naming the broker (node.id) that wrote the snapshot: which
+#: broker wrote what, across leadership changes, is then visible in the table's history
+WRITER_PROPERTY = "krait.writer.broker"
 
 
 def snapshot_offsets(table: Table) -> dict[int, int]:
@@ -69,8 +72,11 @@ class TableWriter:
     """The writer of one topic's table (``key_value`` layout), created on first use."""
 
     def __init__(self, catalog: Catalog, topic: str, *, namespace: str = DEFAULT_NAMESPACE,
-                 spec: str = DEFAULT_PARTITION_SPEC, max_attempts: int = 20) -> None:
+                 spec: str = DEFAULT_PARTITION_SPEC, max_attempts: int = 20,
+                 snapshot_properties: Mapping[str, str] | None = None) -> None:
         self.catalog = catalog
+        #: added to the summary of every snapshot this writer commits (e.g. WRITER_PROPERTY)
+        self.snapshot_properties = dict(snapshot_properties or {})
         self.topic = topic
         self.identifier = table_identifier(topic, namespace)
         self.spec = spec
@@ -123,7 +129,7 @@ class TableWriter:
             if new == offsets:
                 return None
             tx = self.table.transaction()
-            props = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(new.items())}
+            props = {**self.snapshot_properties, **{f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(new.items())}}
             if rows.num_rows:
                 tx.append(rows, snapshot_properties=props)
             else:  # only control or aborted batches, or records compacted away: move the offsets alone

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.catalog import open_catalog
 from tables.records import region_to_arrow
-from tables.writer import TableWriter
+from tables.writer import WRITER_PROPERTY, TableWriter
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -78,7 +78,9 @@ class TableTopics:
                                          warehouse=self.warehouse)
         writer = self._writers.get(topic)
         if writer is None:
-            writer = self._writers[topic] = TableWriter(self._catalog, topic, namespace=self.namespace)
+            writer = self._writers[topic] = TableWriter(
+                self._catalog, topic, namespace=self.namespace,
+                snapshot_properties={WRITER_PROPERTY: str(self.broker.node_id)})
         return writer
 
     async def sync(self, topic: str, partitions: list[int]) -> None:
