@@ -262,6 +262,20 @@ _SERVER_KEYS: tuple[ConfigKey, ...] = (
               "where table files go (a path or URI); empty: under the first log dir"),
     ConfigKey("krait.iceberg.namespace", STRING, "krait", None, LOW, READ_ONLY,
               "the catalog namespace of the topics' tables"),
+    # table upkeep (tables/upkeep.py): compaction of small files, snapshot expiry, orphan files
+    ConfigKey("krait.iceberg.upkeep.interval.ms", LONG, "300000", AtLeast(1000), LOW, READ_ONLY,
+              "how often a broker runs the upkeep of the Iceberg tables it writes (compaction, expiry, orphans)"),
+    ConfigKey("krait.iceberg.compaction.target.file.bytes", LONG, "134217728", AtLeast(1 << 20), LOW, READ_ONLY,
+              "compaction rewrites a table partition's small data files into Parquet files of about this size"),
+    ConfigKey("krait.iceberg.compaction.min.input.files", INT, "100", AtLeast(2), LOW, READ_ONLY,
+              "a table partition is compacted once it holds this many small files (or 2 once no file came for "
+              "15 minutes)"),
+    ConfigKey("krait.iceberg.snapshot.retention.ms", LONG, "432000000", AtLeast(0), MEDIUM, READ_ONLY,
+              "table snapshots older than this are expired and the files only they used deleted (Iceberg's "
+              "history.expire.max-snapshot-age-ms, 5 days); the current snapshot and its parent are always kept"),
+    ConfigKey("krait.iceberg.orphan.file.age.ms", LONG, "259200000", AtLeast(60000), LOW, READ_ONLY,
+              "data files no snapshot references are deleted once this old (a failed commit's; Iceberg's "
+              "remove_orphan_files default, 3 days)"),
 )
 
 
