@@ -23,6 +23,12 @@ would re-apply a failed append on top of the other writer's snapshot with the of
 computed before it, losing that writer's offsets: the writer's tables set it to 0, and the
 writer retries itself.
 
+The table's schema is whatever it has grown to: a writer is created with the schema a new
+table starts with (``key_value`` by default, :mod:`tables.decoded` and :mod:`tables.dlq`
+give theirs), and :meth:`TableWriter.append` takes the columns the rows need: missing ones
+are added (pyiceberg's ``union_by_name``, optional columns with new ids) in the same commit
+as the rows. Rows are matched to the table's columns by name; a column they lack is null.
+
 Snapshots written by something else (a compaction that rewrites files, which keeps the
 table's contents) may lack the properties: the offsets are those of the nearest ancestor
 that has them.
@@ -38,12 +44,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
-from .layout import DEFAULT_PARTITION_SPEC, KEY_VALUE_ARROW_SCHEMA, key_value_schema, partition_spec
+from .layout import DEFAULT_PARTITION_SPEC, key_value_schema, partition_spec
+from .schema_map import arrow_type, needs_update
 
-__all__ = ["OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "snapshot_offsets"]
+__all__ = ["OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform", "snapshot_offsets"]
 
 OFFSET_PREFIX = "krait.offset."
 #: table property naming the topic a table holds (the table name maps some characters)
@@ -68,17 +76,44 @@ def snapshot_offsets(table: Table) -> dict[int, int]:
     return {}
 
 
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema rows of an Iceberg schema are written in."""
+    return pa.schema([pa.field(f.name, arrow_type(f.field_type), nullable=not f.required) for f in schema.fields])
+
+
+def conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """``rows`` with ``target``'s columns in its order: a column matched by name (cast when
+    its type differs: an int into a widened long column), nulls for a column the rows lack."""
+    if rows.schema == target:
+        return rows
+    arrays = []
+    for f in target:
+        i = rows.schema.get_field_index(f.name)
+        if i < 0:
+            if not f.nullable:
+                raise ValueError(f"rows lack the required column {f.name}")
+            arrays.append(pa.nulls(rows.num_rows, f.type))
+            continue
+        col = rows.column(i)
+        arrays.append(col.cast(f.type) if col.type != f.type else col)
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
 class TableWriter:
-    """The writer of one topic's table (``key_value`` layout), created on first use."""
+    """The writer of one table, created on first use with ``schema`` (default the
+    ``key_value`` layout) under the name ``name`` (default the topic's; the DLQ table's is
+    ``<topic>~dlq``)."""
 
     def __init__(self, catalog: Catalog, topic: str, *, namespace: str = DEFAULT_NAMESPACE,
                  spec: str = DEFAULT_PARTITION_SPEC, max_attempts: int = 20,
-                 snapshot_properties: Mapping[str, str] | None = None) -> None:
+                 snapshot_properties: Mapping[str, str] | None = None, schema: Schema | None = None,
+                 name: str | None = None) -> None:
         self.catalog = catalog
         #: added to the summary of every snapshot this writer commits (e.g. WRITER_PROPERTY)
         self.snapshot_properties = dict(snapshot_properties or {})
         self.topic = topic
-        self.identifier = table_identifier(topic, namespace)
+        self.identifier = table_identifier(name if name is not None else topic, namespace)
+        self.initial_schema = schema if schema is not None else key_value_schema()
         self.spec = spec
         self.max_attempts = max_attempts
         #: commits that failed on a concurrent commit and were retried (for metrics and tests)
@@ -91,7 +126,7 @@ class TableWriter:
         except NoSuchTableError:
             pass
         ensure_namespace(self.catalog, self.identifier[0])
-        schema = key_value_schema()
+        schema = self.initial_schema
         try:
             return self.catalog.create_table(self.identifier, schema, partition_spec=partition_spec(schema, self.spec),
                                              properties={TOPIC_PROPERTY: self.topic, RETRIES_PROPERTY: "0"})
@@ -118,17 +153,24 @@ class TableWriter:
         """partition -> the next offset the table holds (partitions never written are absent)."""
         return snapshot_offsets(self.refresh())
 
-    def append(self, batches: Mapping[int, tuple[pa.Table, int]]) -> dict[int, int] | None:
+    def append(self, batches: Mapping[int, tuple[pa.Table, int]], *,
+               schema: Schema | None = None) -> dict[int, int] | None:
         """Append each partition's rows (``partition -> (rows, next offset after them)``) in
         one snapshot whose summary holds the new offsets and everybody else's; retried on a
-        concurrent commit (see the module doc). Returns the offsets of the snapshot written,
-        or None when there was nothing new to write."""
+        concurrent commit (see the module doc). ``schema``: columns the table must have for
+        these rows (added in the same commit when it lacks them). Returns the offsets of the
+        snapshot written, or None when there was nothing new to write."""
         for attempt in range(self.max_attempts):
             offsets = snapshot_offsets(self.table)
-            rows, new = _fresh(batches, offsets)
-            if new == offsets:
+            if all(next_offset <= offsets.get(p, -1) for p, (_, next_offset) in batches.items()):
                 return None
             tx = self.table.transaction()
+            if schema is not None and needs_update(self.table.schema(), schema):
+                with tx.update_schema() as update:
+                    update.union_by_name(schema)
+            rows, new = _fresh(batches, offsets, arrow_schema(tx.table_metadata.schema()))
+            if new == offsets:
+                return None
             props = {**self.snapshot_properties, **{f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(new.items())}}
             if rows.num_rows:
                 tx.append(rows, snapshot_properties=props)
@@ -145,8 +187,10 @@ class TableWriter:
         raise CommitFailedException(f"{self.identifier}: {self.max_attempts} commits failed on concurrent commits")
 
 
-def _fresh(batches: Mapping[int, tuple[pa.Table, int]], offsets: Mapping[int, int]) -> tuple[pa.Table, dict[int, int]]:
-    """The rows not yet in the table and the offsets after appending them."""
+def _fresh(batches: Mapping[int, tuple[pa.Table, int]], offsets: Mapping[int, int],
+           target: pa.Schema) -> tuple[pa.Table, dict[int, int]]:
+    """The rows not yet in the table (in ``target``'s columns) and the offsets after
+    appending them."""
     new = dict(offsets)
     parts = []
     for p, (rows, next_offset) in sorted(batches.items()):
@@ -156,7 +200,7 @@ def _fresh(batches: Mapping[int, tuple[pa.Table, int]], offsets: Mapping[int, in
         if rows.num_rows and done > 0:
             rows = rows.filter(pc.greater_equal(rows["offset"], done))
         if rows.num_rows:
-            parts.append(rows.cast(KEY_VALUE_ARROW_SCHEMA) if rows.schema != KEY_VALUE_ARROW_SCHEMA else rows)
+            parts.append(conform(rows, target))
         new[p] = next_offset
-    rows = pa.concat_tables(parts) if parts else KEY_VALUE_ARROW_SCHEMA.empty_table()
+    rows = pa.concat_tables(parts) if parts else target.empty_table()
     return rows, new
