@@ -32,6 +32,10 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	@[ -f /usr/share/java/zookeeper.jar ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get install -y -q zookeeper >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
 	   apt-get install -y -q zookeeper >/dev/null 2>&1)) || echo "zookeeper not installed: cluster tests will skip"; }
+	@# postgresql: the shared Iceberg catalog of the cluster table tests (tests/postgres_harness.py)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q postgresql >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
+	   apt-get install -y -q postgresql >/dev/null 2>&1)) || echo "postgresql not installed: the cluster table tests will skip"; }
 	@# iptables cuts links between the chaos tests' network namespaces (tests/chaos/)
 	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (apt-get install -y -q iptables >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
