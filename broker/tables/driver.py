@@ -1,5 +1,5 @@
-"""Keeps the topics with ``krait.iceberg.mode=key_value`` as Iceberg tables (``tables/``):
-every ``krait.iceberg.commit.interval.ms`` this broker reads, for each such partition it
+"""Keeps the topics whose ``krait.iceberg.mode`` is not ``disabled`` as Iceberg tables
+(``tables/``): every ``krait.iceberg.commit.interval.ms`` this broker reads, for each such partition it
 leads, the committed records the table does not hold yet (from the table's offsets up to
 the last stable offset, aborted transactions left out) and appends them, all of a topic's
 partitions in one snapshot. The offsets live in the snapshot itself, so a crash or a leader
@@ -9,6 +9,13 @@ another broker committed meanwhile).
 The log is read on the event loop (storage is synchronous and not thread-safe: one pread
 per partition and commit); decoding and the pyiceberg commit, which block, run on a worker
 thread, one commit at a time.
+
+The mode is read from each topic's config at every commit, so a change (AlterConfigs,
+IncrementalAlterConfigs, ``kafka-configs --alter``) takes effect at the next commit, as
+Kafka's config changes do; what it does to an existing table is
+:mod:`tables.topic_table`'s module doc. The decoded modes look schemas up in this broker's
+own registry replica (:mod:`broker.tables.registry_source`): the registry service of the
+registry listener when there is one, else one the driver keeps for reading only.
 """
 
 from __future__ import annotations
@@ -18,8 +25,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tables.catalog import open_catalog
+from tables.decoded import value_subject
+from tables.modes import DECODED_MODES, DISABLED, parse_mode
 from tables.records import region_to_arrow
-from tables.writer import WRITER_PROPERTY, TableWriter
+from tables.topic_table import TopicTable
+from tables.writer import WRITER_PROPERTY
+
+from ..schema_registry.service import SchemaRegistryService
+from .registry_source import RegistrySource
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -39,8 +52,9 @@ class TableTopics:
         self.warehouse = cfg["krait.iceberg.warehouse"] or None
         self.namespace = cfg["krait.iceberg.namespace"]
         self._catalog: Any = None
-        self._writers: dict[str, TableWriter] = {}
+        self._writers: dict[str, TopicTable] = {}
         self._task: asyncio.Task | None = None
+        self._source: RegistrySource | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -53,39 +67,58 @@ class TableTopics:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    def table_topics(self) -> dict[str, list[int]]:
-        """topic -> the partitions of it this broker leads, for topics kept as tables."""
-        out: dict[str, list[int]] = {}
+    def table_topics(self) -> dict[str, tuple[str, list[int]]]:
+        """topic -> (its mode, the partitions of it this broker leads), for topics kept as
+        tables: the mode as the topic's config says now."""
+        out: dict[str, tuple[str, list[int]]] = {}
         for (topic, p), part in self.broker.replicas.partitions.items():
-            if part.is_leader and not part.log.offline and part.log.config.krait_iceberg_mode == "key_value":
-                out.setdefault(topic, []).append(p)
+            if not part.is_leader or part.log.offline:
+                continue
+            try:
+                mode = parse_mode(part.log.config.krait_iceberg_mode)
+            except ValueError:
+                continue
+            if mode != DISABLED:
+                out.setdefault(topic, (mode, []))[1].append(p)
         return out
+
+    def source(self) -> RegistrySource:
+        """The schema lookup over this broker's registry replica."""
+        if self._source is None:
+            listener = getattr(self.broker, "schema_registry", None)
+            service = listener.service if listener is not None else SchemaRegistryService(self.broker)
+            self._source = RegistrySource(service)
+        return self._source
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
-            for topic, partitions in sorted(self.table_topics().items()):
+            for topic, (mode, partitions) in sorted(self.table_topics().items()):
                 try:
-                    await self.sync(topic, sorted(partitions))
+                    await self.sync(topic, sorted(partitions), mode)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("appending to the Iceberg table of %s failed (retried next commit)", topic)
 
-    def _writer(self, topic: str) -> TableWriter:
+    def _writer(self, topic: str, mode: str, source: RegistrySource) -> TopicTable:
         if self._catalog is None:
             self._catalog = open_catalog(self.broker.log_dirs[0], catalog_uri=self.catalog_uri,
                                          warehouse=self.warehouse)
         writer = self._writers.get(topic)
         if writer is None:
-            writer = self._writers[topic] = TableWriter(
-                self._catalog, topic, namespace=self.namespace,
+            writer = self._writers[topic] = TopicTable(
+                self._catalog, topic, source, mode=mode, namespace=self.namespace,
                 snapshot_properties={WRITER_PROPERTY: str(self.broker.node_id)})
         return writer
 
-    async def sync(self, topic: str, partitions: list[int]) -> None:
-        """One commit of ``topic``'s led ``partitions``: what the table lacks, up to the LSO."""
-        writer = await asyncio.to_thread(self._writer, topic)
+    async def sync(self, topic: str, partitions: list[int], mode: str = "key_value") -> None:
+        """One commit of ``topic``'s led ``partitions`` in ``mode``: what the table lacks, up
+        to the LSO."""
+        source = self.source()
+        if mode in DECODED_MODES:
+            source.prepare([value_subject(topic)])  # on the event loop: it reads _schemas
+        writer = await asyncio.to_thread(self._writer, topic, mode, source)
         committed = await asyncio.to_thread(writer.committed_offsets)
         work = {}
         for p in partitions:
@@ -107,12 +140,12 @@ class TableTopics:
             work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
         if not work:
             return
-        await asyncio.to_thread(self._append, writer, work)
+        await asyncio.to_thread(self._append, writer, work, mode)
 
     @staticmethod
-    def _append(writer: TableWriter, work: dict[int, tuple[bytes, list, int, int]]) -> dict[int, int] | None:
+    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str) -> dict[int, int] | None:
         batches = {}
         for p, (buf, aborted, start, end) in work.items():
             rows = region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
             batches[p] = (rows.table, rows.next_offset)
-        return writer.append(batches)
+        return writer.append(batches, mode)

@@ -1,0 +1,144 @@
+"""The decoded table modes on a real broker process with its built-in Schema Registry:
+values written by Confluent's AvroSerializer become columns of the topic's table (read back
+with pyiceberg), a schema version with a new optional field adds a column, records that do
+not decode land in ``<topic>~dlq``, the registry's bad-input cases do not stop the table,
+and a mode changed live with IncrementalAlterConfigs takes effect at the next commit."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import uuid
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tables.catalog import open_catalog, table_identifier
+from tables.writer import snapshot_offsets
+from tests.krait_harness import BrokerProcess, free_port
+from tests.schema_registry.registry_http import call
+
+USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "krait.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "int"},
+    {"name": "address", "type": {"type": "record", "name": "Address", "fields": [
+        {"name": "city", "type": "string"}]}}]})
+USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "krait.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "int"},
+    {"name": "address", "type": {"type": "record", "name": "Address", "fields": [
+        {"name": "city", "type": "string"}]}},
+    {"name": "email", "type": ["null", "string"], "default": None}]})
+
+
+def _table(log_dir: str, name: str):
+    catalog = open_catalog(log_dir)
+    try:
+        return catalog.load_table(table_identifier(name))
+    except Exception:
+        return None
+
+
+def _wait_for(log_dir: str, name: str, ends: dict[int, int], timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    offsets: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        table = _table(log_dir, name)
+        if table is not None:
+            offsets = snapshot_offsets(table)
+            if all(offsets.get(p, 0) >= e for p, e in ends.items()):
+                return table
+        time.sleep(0.3)
+    raise AssertionError(f"{name}: table offsets {offsets} never reached {ends}")
+
+
+def _rows(table) -> list[dict]:
+    return table.scan().to_arrow().sort_by([("partition", "ascending"), ("offset", "ascending")]).to_pylist()
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> dict[int, int]:
+    ends: dict[int, int] = {}
+
+    def done(err, msg):
+        assert err is None, err
+        ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, key=f"k{i}".encode(), value=v, partition=partition, on_delivery=done)
+    assert p.flush(30) == 0
+    return ends
+
+
+def test_decoded_table_on_a_real_broker(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    port = free_port()
+    b = BrokerProcess(log_dir, {"krait.schema.registry.listener": f"127.0.0.1:{port}",
+                                "krait.iceberg.commit.interval.ms": "300"})
+    b.start()
+    url = f"http://127.0.0.1:{port}"
+    topic = f"users-{uuid.uuid4().hex[:6]}"
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1, config={"krait.iceberg.mode": "value_schema_id_prefix"})
+                             ])[topic].result(30)
+        client = SchemaRegistryClient({"url": url})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        ser1, ser2 = AvroSerializer(client, USER_V1), AvroSerializer(client, USER_V2)
+        v1 = [ser1({"name": f"u{i}", "age": i, "address": {"city": f"c{i}"}}, ctx) for i in range(20)]
+        ends = _produce(b.bootstrap, topic, v1, partition=0)
+        # the registry's bad-input cases in between: refused, nothing stored, the table goes on
+        assert call(f"{url}/subjects/{topic}-value/versions", "POST",
+                    {"schema": '{"type": "record", "name": "x"'})[0] == 422
+        assert call(f"{url}/subjects/{topic}-value/versions", "POST",
+                    {"schema": json.dumps({"type": "record", "name": "User", "namespace": "krait.test",
+                                           "fields": [{"name": "name", "type": "int"}]})})[0] == 409
+        assert call(f"{url}/schemas/ids/987654")[0] == 404
+        assert call(f"{url}/subjects/{topic}-value/versions", "POST", raw=b"{not json")[0] == 400
+        v2 = [ser2({"name": f"w{i}", "age": 100 + i, "address": {"city": "x"}, "email": f"w{i}@x"}, ctx)
+              for i in range(10)]
+        bad = [b"not avro at all", b"\x00" + struct.pack(">I", 987654) + b"\x02", v1[0][:5] + b"\xff\xff"]
+        ends.update(_produce(b.bootstrap, topic, v2 + bad, partition=1))
+        table = _wait_for(log_dir, topic, ends)
+        rows = _rows(table)
+        assert [f.name for f in table.schema().fields] == [
+            "partition", "offset", "timestamp", "timestamp_type", "key", "headers", "name", "age", "address", "email"]
+        assert len(rows) == 30
+        assert (rows[0]["name"], rows[0]["age"], rows[0]["address"], rows[0]["email"]) == ("u0", 0, {"city": "c0"},
+                                                                                          None)
+        assert [(r["partition"], r["name"], r["email"]) for r in rows[20:22]] == [(1, "w0", "w0@x"), (1, "w1", "w1@x")]
+        dlq = _wait_for(log_dir, f"{topic}~dlq", {1: ends[1]})
+        drows = _rows(dlq)
+        assert [(d["partition"], d["offset"], d["value"]) for d in drows] == [(1, 10 + i, bad[i]) for i in range(3)]
+        assert "magic byte" in drows[0]["error"] and "987654" in drows[1]["error"]
+        assert "cannot be decoded" in drows[2]["error"]
+        email_id = table.schema().find_field("email").field_id
+
+        # the mode changed live: key_value from the next commit on (the value column added)
+        res = admin.incremental_alter_configs([ConfigResource("TOPIC", topic, incremental_configs=[
+            ConfigEntry("krait.iceberg.mode", "key_value", incremental_operation=AlterConfigOpType.SET)])])
+        for f in res.values():
+            f.result(30)
+        time.sleep(1.0)  # let a commit see the new mode before the records arrive
+        ends = _produce(b.bootstrap, topic, [b"raw bytes"], partition=0)
+        table = _wait_for(log_dir, topic, ends)
+        rows = _rows(table)
+        assert "value" in table.schema().column_names
+        assert table.schema().find_field("email").field_id == email_id  # ids stay
+        last = [r for r in rows if r["partition"] == 0][-1]
+        assert (last["offset"], last["value"], last["name"]) == (20, b"raw bytes", None)
+
+        # and back to decoding, with the subject's latest schema (bare payloads)
+        res = admin.incremental_alter_configs([ConfigResource("TOPIC", topic, incremental_configs=[
+            ConfigEntry("krait.iceberg.mode", "value_schema_latest", incremental_operation=AlterConfigOpType.SET)])])
+        for f in res.values():
+            f.result(30)
+        time.sleep(1.0)
+        ends = _produce(b.bootstrap, topic, [v2[3][5:]], partition=0)
+        table = _wait_for(log_dir, topic, ends)
+        last = [r for r in _rows(table) if r["partition"] == 0][-1]
+        assert (last["offset"], last["name"], last["email"]) == (21, "w3", "w3@x")
+    finally:
+        b.stop()
