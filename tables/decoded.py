@@ -36,14 +36,16 @@ How its rows and the DLQ rows are committed exactly once, and what a mode change
 an existing table: :mod:`tables.topic_table`.
 
 **Cost.** Work is per region and per schema: the 5-byte prefixes of all values are
-checked with numpy at once, records grouped by schema id, each group decoded with one
-parsed schema (Avro: fastavro's ``schemaless_reader`` per record, its C reader; JSON:
-``json.loads`` and one shaping walk per record, which also checks the types), and each
-group's Arrow columns built with one ``pa.array`` call over the group (a record that breaks
-it is found by a per-record retry of that group only). Measured (``test_decode_rate``, a
-shared 2-core machine, 100 k Avro values of 5 fields incl. a nested record): about
-RATE_AVRO k records/s for Avro, RATE_JSON k records/s for JSON Schema, against about 1 M
-records/s for the ``key_value`` rows alone.
+checked with numpy at once, records grouped by schema id, each group's payloads copied into
+one buffer and decoded with one parsed schema (Avro: fastavro's ``schemaless_reader`` per
+record over one stream, its C reader; JSON: ``json.loads`` and one shaping walk per record,
+which also checks the types), and each group's Arrow columns built with one ``pa.array``
+call over the group (a record Arrow refuses is found by a per-record retry of that group
+only). Measured by ``test_decode_rate`` (100 k values; Avro: 6 fields with an array and a
+nested record; JSON: 4 properties with an array of objects and a map), on the shared 2-core
+machine with a load average of 11-12: Avro 65-140 k records/s (fastavro alone is 4-5 µs a
+record there), JSON Schema 30-57 k records/s; the ``key_value`` rows of the same region
+cost about 1 µs a record (tables.records) on top.
 
 Protobuf values are not decoded into columns: their records go to the DLQ with that reason
 (use ``key_value`` for Protobuf topics).
@@ -129,10 +131,12 @@ class DecodedRows:
 
 @dataclass
 class _Codec:
-    """A schema ready to decode with: its columns and a function of one payload."""
+    """A schema ready to decode with: its columns, and a function that decodes the payloads
+    found in one buffer at ``(start, end)`` positions, giving each value or the exception
+    that stopped it."""
 
     mapped: MappedSchema
-    read: Callable[[bytes], object]
+    read: Callable[[bytes, list[int], list[int]], list[object]]
 
 
 def _strip_unmapped_logical(schema: object) -> object:
@@ -166,19 +170,41 @@ def _avro_codec(s: RegistrySchema) -> _Codec:
     except Exception as exc:  # fastavro's SchemaParseException and friends
         raise SchemaMapError(f"fastavro cannot read the Avro schema: {exc}") from None
 
-    def read(payload: bytes) -> object:
-        buf = io.BytesIO(payload)
-        value = schemaless_reader(buf, parsed, None)
-        if buf.tell() != len(payload):
-            raise ValueError(f"{len(payload) - buf.tell()} bytes left after the Avro value")
-        return value
+    def read(data: bytes, starts: list[int], ends: list[int]) -> list[object]:
+        # one stream for the whole group, each record read from its own start: a record
+        # that fails or ends elsewhere than its payload does cannot shift the next one.
+        # (A BytesIO per record costs about as much as decoding the record.)
+        buf = io.BytesIO(data)
+        out: list[object] = []
+        for start, end in zip(starts, ends, strict=True):
+            buf.seek(start)
+            try:
+                value = schemaless_reader(buf, parsed, None)
+            except Exception as exc:  # fastavro's errors on malformed bytes (EOFError, ValueError, ...)
+                out.append(exc)
+                continue
+            pos = buf.tell()
+            out.append(value if pos == end else ValueError(
+                f"{end - pos} bytes left after the Avro value" if pos < end else "the Avro value runs past its end"))
+        return out
 
     return _Codec(mapped, read)
 
 
 def _json_codec(s: RegistrySchema) -> _Codec:
     mapped = json_columns(s.schema, s.references)
-    return _Codec(mapped, json.loads)
+    loads = json.loads
+
+    def read(data: bytes, starts: list[int], ends: list[int]) -> list[object]:
+        out: list[object] = []
+        for start, end in zip(starts, ends, strict=True):
+            try:
+                out.append(loads(data[start:end]))
+            except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+                out.append(exc)
+        return out
+
+    return _Codec(mapped, read)
 
 
 _CODECS = {"AVRO": _avro_codec, "JSON": _json_codec}
@@ -321,15 +347,25 @@ class ValueDecoder:
                       columns: dict[str, pa.DataType]) -> tuple[np.ndarray, dict[str, pa.Array], list[int], list[str]]:
         """Decode one schema's records: (indices decoded, their columns, indices that
         failed, their errors)."""
-        payloads = values.take(pa.array(idx)).to_pylist()
+        # the group's payloads in one buffer (one copy), each at its (start, end)
+        taken = values.take(pa.array(idx))
+        n = len(taken)
+        offs = np.frombuffer(taken.buffers()[1], dtype=np.int32, count=n + 1 + taken.offset)[taken.offset:]
+        data_buf = taken.buffers()[2]
+        data = data_buf.to_pybytes() if data_buf is not None else b""
+        starts = (offs[:-1] + skip).tolist()
+        ends = offs[1:].tolist()
         decoded: list[object] = []
         good: list[int] = []
         bad: list[int] = []
         errs: list[str] = []
-        read, shape = codec.read, codec.mapped.shape
-        for i, raw in zip(idx.tolist(), payloads, strict=True):
+        shape = codec.mapped.shape
+        for i, v in zip(idx.tolist(), codec.read(data, starts, ends), strict=True):
+            if isinstance(v, Exception):
+                bad.append(i)
+                errs.append(f"the value cannot be decoded with its schema: {type(v).__name__}: {v}")
+                continue
             try:
-                v = read(raw[skip:] if skip else raw)
                 if shape is not None:
                     v = shape(v)
                 if not isinstance(v, dict):
@@ -338,7 +374,7 @@ class ValueDecoder:
                 bad.append(i)
                 errs.append(f"the value does not match its schema: {exc}")
                 continue
-            except Exception as exc:  # fastavro's and json's errors on malformed bytes
+            except Exception as exc:  # a shaper meeting a value of an unexpected kind
                 bad.append(i)
                 errs.append(f"the value cannot be decoded with its schema: {type(exc).__name__}: {exc}")
                 continue
