@@ -9,6 +9,12 @@
   rows;
 - :mod:`tables.writer`: :class:`~tables.writer.TableWriter`, exactly-once appends (each
   snapshot's summary names the next offset of every partition the table holds).
+- :mod:`tables.schema_map`: registry schemas (Avro, JSON Schema) as Iceberg columns, and
+  whether a schema fits a table's (evolution) or clashes with it;
+- :mod:`tables.decoded`: the decoded modes, values decoded per schema group into columns;
+- :mod:`tables.dlq`: the dead-letter table ``<topic>~dlq``;
+- :mod:`tables.topic_table`: one commit of a topic in its current mode (the DLQ table and the
+  main table exactly once together; what a mode change does to a table).
 
 Nothing here imports the broker: the broker drives a writer per topic.
 """
