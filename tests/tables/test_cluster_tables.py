@@ -11,6 +11,7 @@ reads."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections import Counter
@@ -132,6 +133,7 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
     catalog = open_catalog(catalog_uri=postgres_url, warehouse=warehouse)
     producer: _Producer | None = None
     frozen: int | None = None
+    pool = concurrent.futures.ThreadPoolExecutor(1)
     try:
         cl.start()
         cl.create_topic(TOPIC, PARTITIONS, 3, {"krait.iceberg.mode": "key_value"})
@@ -147,13 +149,14 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         new = wait_for(lambda: (n := _metadata_leader(cl, 0)) not in (-1, victim) and n, 30, what="a new leader of 0")
         wait_for(lambda: any(h.get(WRITER_PROPERTY) == str(new) and int(h.get(f"{OFFSET_PREFIX}0", 0)) > at_kill
                              for h in _history(catalog)), 30, what=f"broker {new} appending partition 0")
-        cl.brokers[victim].start()
-        for p in range(PARTITIONS):
-            cl.wait_isr(TOPIC, p, 3)
+        # it starts and catches up while the zombie below is frozen (checked at the end)
+        restart = pool.submit(cl.brokers[victim].start)
 
         # a zombie: the leader of partition 1 is stopped in the middle of a commit (its
         # catalog update held at its relay), deposed, and then lets the update through
         zombie = _metadata_leader(cl, 1)
+        # a successor in sync (the killed broker may still be catching up)
+        wait_for(lambda: len(cl.state(TOPIC, 1)["isr"]) >= 2, 30, what="partition 1 with a follower in sync")
         relays[zombie].hold_next(b"UPDATE iceberg_tables")
         assert relays[zombie].held.wait(15), "the leader of partition 1 never committed"
         cl.freeze(zombie)
@@ -172,6 +175,9 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         assert relays[zombie].outcome == b"UPDATE 0", relays[zombie].outcome
         wait_for(lambda: cl.leader(TOPIC, 1) >= 0 and len(cl.state(TOPIC, 1)["isr"]) >= 2, 30,
                  what="partition 1 led again")
+        restart.result(60)
+        for p in range(PARTITIONS):  # the killed broker is back in sync, and so is the zombie
+            cl.wait_isr(TOPIC, p, 3)
         time.sleep(1)  # the zombie's retry, if any, and more records after it
         producer.finish()
         assert not producer.errors, producer.errors[:3]
@@ -204,7 +210,10 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         if producer is not None and producer.is_alive():
             producer._halt.set()
             producer.join(10)
-        cl.stop()
+        pool.shutdown()  # a restart under way ends first: no broker is started after the kills below
+        for b in cl.brokers.values():  # SIGKILL: a controlled shutdown is not what this tests, and is slow
+            b.kill()
+        cl.close_zk()
         for r in relays.values():
             r.stop()
         catalog.engine.dispose()
