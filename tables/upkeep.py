@@ -46,7 +46,7 @@ files of an older partition spec or another file format.
 
 **Snapshot expiry** (:func:`expire_snapshots`). Snapshots older than
 ``krait.iceberg.snapshot.retention.ms`` (Iceberg's ``history.expire.max-snapshot-age-ms``
-default, 5 days) are removed with pyiceberg's ``table.maintenance.expire_snapshots()``, always
+default, 5 days) are removed with pyiceberg's ``ExpireSnapshots`` (``table.maintenance.expire_snapshots()``), always
 keeping the current snapshot and its parent (``min_snapshots``, 2) and the nearest ancestor
 carrying Krait's offsets. Only the oldest part of the history goes (at most 1,000 snapshots a
 run), so, the history being one line of appends and replaces, a file one of them used is still
@@ -99,26 +99,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
-from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationException
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary, ancestors_of
-from pyiceberg.table.update.snapshot import _ManifestMergeManager, _OverwriteFiles
+from pyiceberg.table.update.snapshot import ExpireSnapshots, _ManifestMergeManager, _OverwriteFiles
 from pyiceberg.types import IntegerType, LongType
 
+from .catalog import DEFAULT_NAMESPACE, table_identifier
 from .writer import OFFSET_PREFIX, RETRIES_PROPERTY, snapshot_offsets
 
-__all__ = ["UpkeepReport", "UpkeepSettings", "compact", "delete_orphan_files", "expire_snapshots", "run_upkeep"]
+__all__ = ["ORPHAN_SCAN_INTERVAL_MS", "UpkeepReport", "UpkeepSettings", "compact", "delete_orphan_files",
+           "expire_snapshots", "run_topic_upkeep", "run_upkeep"]
 
 log = logging.getLogger("krait.tables.upkeep")
 
 MiB = 1 << 20
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+#: how often a caller should let :func:`run_upkeep` scan for orphans (``orphans=True``): the
+#: scan reads more than the rest, and orphans only need to go eventually
+ORPHAN_SCAN_INTERVAL_MS = HOUR_MS
 #: the columns a table of any mode has and its rows are ordered by
 SORT_COLUMNS = ("partition", "offset")
 #: pyiceberg keeps the last 100 metadata.json files when this is on (Iceberg's default count)
@@ -180,6 +186,17 @@ class UpkeepReport:
     def __bool__(self) -> bool:
         return bool(self.files_rewritten or self.snapshots_expired or self.expired_files_deleted
                     or self.orphans_deleted)
+
+
+def run_topic_upkeep(catalog: Catalog, topic: str, namespace: str = DEFAULT_NAMESPACE, *, now_ms: int | None = None,
+                     settings: UpkeepSettings | None = None, orphans: bool = True) -> UpkeepReport | None:
+    """:func:`run_upkeep` of a topic's table, loaded for it (not the writer's ``Table``, which
+    another thread uses); None when the topic has no table yet."""
+    try:
+        table = catalog.load_table(table_identifier(topic, namespace))
+    except NoSuchTableError:
+        return None
+    return run_upkeep(table, now_ms, settings, orphans=orphans)
 
 
 def run_upkeep(table: Table, now_ms: int | None = None, settings: UpkeepSettings | None = None, *,
@@ -572,7 +589,9 @@ def expire_snapshots(table: Table, now_ms: int, settings: UpkeepSettings,
         data = _live_paths(table, dropped.values()) - _live_paths(table, kept_manifests)
     ids = [s.snapshot_id for s in expired]
     try:
-        table.maintenance.expire_snapshots().by_ids(ids).commit()
+        # table.maintenance.expire_snapshots() with a transaction that does not copy the
+        # metadata for each id it checks
+        ExpireSnapshots(transaction=_Transaction(table, autocommit=True)).by_ids(ids).commit()
     except (CommitFailedException, ValueError) as e:
         # a concurrent commit or another upkeep expiring them too: the next run sees anew
         report.skipped.append(f"expiry: {type(e).__name__}: {e}")

@@ -15,7 +15,15 @@ from pyiceberg.table.snapshots import Operation
 
 from tables.catalog import open_catalog
 from tables.layout import KEY_VALUE_ARROW_SCHEMA
-from tables.upkeep import UpkeepSettings, compact, delete_orphan_files, expire_snapshots, run_upkeep
+from tables.upkeep import (
+    UpkeepSettings,
+    _Transaction,
+    compact,
+    delete_orphan_files,
+    expire_snapshots,
+    run_topic_upkeep,
+    run_upkeep,
+)
 from tables.writer import OFFSET_PREFIX, TableWriter, snapshot_offsets
 
 TS = 1_700_000_000_000  # an hour boundary is 1_699_999_200_000
@@ -306,18 +314,21 @@ def test_run_upkeep_and_settings_from_config(catalog):
     assert table.properties["commit.retry.num-retries"] == "0"
     assert content(table) == expected(ends)
     assert snapshot_offsets(table) == ends
+    # the driver's call: by topic, on the catalog; a topic without a table yet is None
+    assert run_topic_upkeep(catalog, "all", settings=s) is not None
+    assert run_topic_upkeep(catalog, "no.table.yet", settings=s) is None
 
 
 @pytest.mark.skipif(not os.environ.get("KRAIT_UPKEEP_MEASURE"), reason="a measurement: KRAIT_UPKEEP_MEASURE=1")
 def test_measure_scan_before_and_after(catalog):
     """The figures of the module doc: 360 commits of 1,000 rows, scanned before and after."""
     w = TableWriter(catalog, "measure")
-    ends = {0: 0}
-    for _ in range(360):
-        batch = {0: rows(0, ends[0], 1000, value_bytes=100)}
-        w.append(batch)
-        ends[0] = batch[0][1]
-    table = w.refresh()
+    table = w.table
+    for i in range(360):  # what the writer commits, through the transaction that does not copy metadata
+        tx = _Transaction(table)
+        tx.append(rows(0, i * 1000, 1000, value_bytes=100)[0], snapshot_properties={"krait.offset.0": str(i * 1000 + 1000)})
+        tx.commit_transaction()
+    assert snapshot_offsets(table.refresh()) == {0: 360_000}
 
     def scan_s() -> float:
         times = []
