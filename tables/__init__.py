@@ -12,6 +12,7 @@
 - :mod:`tables.schema_map`: registry schemas (Avro, JSON Schema) as Iceberg columns, and
   whether a schema fits a table's (evolution) or clashes with it;
 - :mod:`tables.decoded`: the decoded modes, values decoded per schema group into columns;
+- :mod:`tables.protobuf_map`: Protobuf schemas as columns and their payloads parsed;
 - :mod:`tables.dlq`: the dead-letter table ``<topic>~dlq``;
 - :mod:`tables.topic_table`: one commit of a topic in its current mode (the DLQ table and the
   main table exactly once together; what a mode change does to a table).

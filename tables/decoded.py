@@ -47,8 +47,9 @@ machine with a load average of 11-12: Avro 65-140 k records/s (fastavro alone is
 record there), JSON Schema 30-57 k records/s; the ``key_value`` rows of the same region
 cost about 1 µs a record (tables.records) on top.
 
-Protobuf values are not decoded into columns: their records go to the DLQ with that reason
-(use ``key_value`` for Protobuf topics).
+Protobuf values are decoded too (:mod:`tables.protobuf_map`: the schema's first message;
+in ``value_schema_id_prefix`` mode the message indexes after the schema id are read and must
+name that message).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from pyiceberg.schema import Schema
 from .dlq import DLQ_ARROW_SCHEMA, dlq_rows
 from .layout import KEY_VALUE_ARROW_SCHEMA, key_value_schema
 from .modes import VALUE_SCHEMA_ID_PREFIX, VALUE_SCHEMA_LATEST
+from .protobuf_map import protobuf_message, read_message_indexes
 from .schema_map import (
     Incompatible,
     JsonValueError,
@@ -136,7 +138,8 @@ class _Codec:
     that stopped it."""
 
     mapped: MappedSchema
-    read: Callable[[bytes, list[int], list[int]], list[object]]
+    #: (buffer, starts, ends, prefixed: the payloads follow a wire-format prefix) -> values
+    read: Callable[[bytes, list[int], list[int], bool], list[object]]
 
 
 def _strip_unmapped_logical(schema: object) -> object:
@@ -170,7 +173,7 @@ def _avro_codec(s: RegistrySchema) -> _Codec:
     except Exception as exc:  # fastavro's SchemaParseException and friends
         raise SchemaMapError(f"fastavro cannot read the Avro schema: {exc}") from None
 
-    def read(data: bytes, starts: list[int], ends: list[int]) -> list[object]:
+    def read(data: bytes, starts: list[int], ends: list[int], prefixed: bool) -> list[object]:
         # one stream for the whole group, each record read from its own start: a record
         # that fails or ends elsewhere than its payload does cannot shift the next one.
         # (A BytesIO per record costs about as much as decoding the record.)
@@ -195,7 +198,7 @@ def _json_codec(s: RegistrySchema) -> _Codec:
     mapped = json_columns(s.schema, s.references)
     loads = json.loads
 
-    def read(data: bytes, starts: list[int], ends: list[int]) -> list[object]:
+    def read(data: bytes, starts: list[int], ends: list[int], prefixed: bool) -> list[object]:
         out: list[object] = []
         for start, end in zip(starts, ends, strict=True):
             try:
@@ -207,7 +210,28 @@ def _json_codec(s: RegistrySchema) -> _Codec:
     return _Codec(mapped, read)
 
 
-_CODECS = {"AVRO": _avro_codec, "JSON": _json_codec}
+def _protobuf_codec(s: RegistrySchema) -> _Codec:
+    message = protobuf_message(s.schema, s.references)
+    parse = message.parse
+
+    def read(data: bytes, starts: list[int], ends: list[int], prefixed: bool) -> list[object]:
+        out: list[object] = []
+        for start, end in zip(starts, ends, strict=True):
+            try:
+                if prefixed:  # the message indexes follow the schema id
+                    indexes, start = read_message_indexes(data, start, end)
+                    if indexes != [0]:
+                        raise ValueError(f"message indexes {indexes}: only the schema's first message is "
+                                         f"decoded into columns")
+                out.append(parse(data[start:end]))
+            except Exception as exc:  # protobuf's DecodeError, bad indexes
+                out.append(exc)
+        return out
+
+    return _Codec(message.mapped, read)
+
+
+_CODECS = {"AVRO": _avro_codec, "JSON": _json_codec, "PROTOBUF": _protobuf_codec}
 
 
 def _prefixes(values: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
@@ -254,13 +278,14 @@ class ValueDecoder:
             return f"schema id {schema_id} is not in the schema registry"
         make = _CODECS.get(s.schema_type)
         if make is None:
-            out: _Codec | str = (f"schema id {schema_id} is a {s.schema_type} schema: only Avro and JSON Schema "
-                                 f"values are decoded into columns")
+            out: _Codec | str = f"schema id {schema_id} is of the unknown schema type {s.schema_type}"
         else:
             try:
                 out = make(s)
             except SchemaMapError as exc:
                 out = f"schema id {schema_id}: {exc}"
+            except Exception as exc:  # a schema the libraries choke on: its records to the DLQ, the topic goes on
+                out = f"schema id {schema_id} cannot be used: {type(exc).__name__}: {exc}"
         self._codecs[schema_id] = out
         return out
 
@@ -322,7 +347,8 @@ class ValueDecoder:
         parts_idx: list[np.ndarray] = []
         parts_cols: list[dict[str, pa.Array]] = []
         for idx, codec in groups:
-            got, cols, bad, errs = self._decode_group(values, idx, skip, codec, columns)
+            got, cols, bad, errs = self._decode_group(values, idx, skip, codec, columns,
+                                                      mode == VALUE_SCHEMA_ID_PREFIX)
             to_dlq(bad, errs)
             if len(got):
                 parts_idx.append(got)
@@ -344,7 +370,8 @@ class ValueDecoder:
 
     @staticmethod
     def _decode_group(values: pa.BinaryArray, idx: np.ndarray, skip: int, codec: _Codec,
-                      columns: dict[str, pa.DataType]) -> tuple[np.ndarray, dict[str, pa.Array], list[int], list[str]]:
+                      columns: dict[str, pa.DataType],
+                      prefixed: bool) -> tuple[np.ndarray, dict[str, pa.Array], list[int], list[str]]:
         """Decode one schema's records: (indices decoded, their columns, indices that
         failed, their errors)."""
         # the group's payloads in one buffer (one copy), each at its (start, end)
@@ -360,7 +387,7 @@ class ValueDecoder:
         bad: list[int] = []
         errs: list[str] = []
         shape = codec.mapped.shape
-        for i, v in zip(idx.tolist(), codec.read(data, starts, ends), strict=True):
+        for i, v in zip(idx.tolist(), codec.read(data, starts, ends, prefixed), strict=True):
             if isinstance(v, Exception):
                 bad.append(i)
                 errs.append(f"the value cannot be decoded with its schema: {type(v).__name__}: {v}")

@@ -1,4 +1,4 @@
-"""Registry schemas (Avro, JSON Schema) as Iceberg columns, and the rules that decide
+"""Registry schemas (Avro, JSON Schema; Protobuf in :mod:`tables.protobuf_map`) as Iceberg columns, and the rules that decide
 whether a schema fits a table's schema (evolution) or not (the dead-letter table).
 
 Avro -> Iceberg (as Redpanda and Spark's ``from_avro`` map it):
@@ -74,7 +74,7 @@ from pyiceberg.types import (
 )
 
 __all__ = ["Incompatible", "JsonValueError", "METADATA_COLUMNS", "MappedSchema", "SchemaMapError", "arrow_type", "avro_columns",
-           "column_name", "fit", "merged", "needs_update",
+           "column_name", "fit", "mapped_struct", "merged", "needs_update",
            "json_columns"]
 
 #: the key_value layout's columns, which a decoded table keeps (``value`` only where the
@@ -130,6 +130,12 @@ def _mapped(struct: StructType, shape: Callable[[object], object] | None) -> Map
         raise SchemaMapError(f"value fields map to the same column: {', '.join(dup)} (a metadata column's name "
                              f"becomes value_<name>)")
     return MappedSchema(struct, columns, shape)
+
+
+def mapped_struct(struct: StructType) -> MappedSchema:
+    """A value struct built elsewhere (tables.protobuf_map) as columns, its decoded values
+    already in Arrow's input form."""
+    return _mapped(struct, None)
 
 
 # --- Avro -----------------------------------------------------------------------------------

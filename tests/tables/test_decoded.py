@@ -179,7 +179,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     reg = Registry()
     reg.add(1, ORDER_V1)
     reg.add(3, ORDER_CLASH)
-    reg.add(4, 'syntax = "proto3"; message M { int32 a = 1; }', "PROTOBUF")
+    reg.add(4, 'syntax = "proto3"; message M { int32 a = 1; } message N { string b = 1; }', "PROTOBUF")
     reg.add(5, {"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]})
     good = avro(ORDER_V1, order(0), 1)
     values = [
@@ -190,7 +190,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
         b"\x00" + struct.pack(">I", 1) + b"\xff\xff\xff",  # bytes that are not an Order
         good + b"\x00",  # trailing bytes
         avro(ORDER_CLASH, {"id": 1, "region": 5}, 3),  # region int: clashes with the string column
-        b"\x00" + struct.pack(">I", 4) + b"\x00\x08\x01",  # Protobuf: not decoded into columns
+        b"\x00" + struct.pack(">I", 4) + b"\x02\x02\x0a\x01x",  # Protobuf message N: only the first is decoded
         avro({"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}, {"u": 1}, 5),
         good,
     ]
@@ -212,7 +212,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     assert "bytes left after the Avro value" in errors[5]
     assert errors[6] == "schema id 3 does not fit the table: column region is string in the table, int in the " \
                         "record's schema"
-    assert "PROTOBUF schema" in errors[7]
+    assert "message indexes [1]: only the schema's first message" in errors[7]
     assert "union" in errors[8]
     assert {d["offset"]: d["value"] for d in dlq}[1] == b"plain text"
     assert all(d["key"] == b"k%d" % d["offset"] and d["partition"] == 0 for d in dlq)
@@ -326,3 +326,73 @@ def test_decode_rate():
     assert got.rows.num_rows == n
     print(f"decode: Avro {avro_rate:,.0f} records/s, JSON {json_rate:,.0f} records/s")
     assert avro_rate > 20_000 and json_rate > 10_000
+
+
+ORDER_PROTO = '''syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  string region = 2;
+  repeated string tags = 3;
+  map<string, int64> counts = 4;
+  Addr addr = 5;
+  Kind kind = 6;
+  google.protobuf.Timestamp at = 7;
+  uint64 big = 8;
+  message Addr { string city = 1; }
+  enum Kind { PLAIN = 0; RUSH = 1; }
+}
+'''
+ORDER_PROTO_V2 = ORDER_PROTO.replace("  uint64 big = 8;", "  uint64 big = 8;\n  optional string note = 9;")
+
+
+def proto_class(text: str):
+    """The message class of a schema's first message, as a producer would have it."""
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    from schema_registry.protobuf import parse
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(parse(text, {}).formatted_string("serialized")))
+    fdp.name = "test.proto"
+    pool = descriptor_pool.DescriptorPool()
+    ts = descriptor_pb2.FileDescriptorProto()
+    descriptor_pool.Default().FindFileByName("google/protobuf/timestamp.proto").CopyToProto(ts)
+    pool.Add(ts)
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_values_into_columns(catalog):
+    reg = Registry()
+    reg.add(21, ORDER_PROTO, "PROTOBUF", subject="pb-value")
+    reg.add(22, ORDER_PROTO_V2, "PROTOBUF", subject="pb-value")
+    v1, v2 = proto_class(ORDER_PROTO), proto_class(ORDER_PROTO_V2)
+    a = v1(id=1, region="eu", tags=["x", "y"], counts={"n": 3}, kind=1, big=2**63 - 1)
+    a.addr.city = "Oslo"
+    a.at.seconds = 1_700_000_000
+    b = v2(id=2, note="hi")  # proto3 defaults for the rest, no addr
+    too_big = v1(id=3, big=2**64 - 1)  # uint64 past a long
+    prefix = b"\x00" + struct.pack(">I", 21) + b"\x00"
+    t = TopicTable(catalog, "pb", reg, mode=VALUE_SCHEMA_ID_PREFIX)
+    r = region(0, [prefix + a.SerializeToString(),
+                   b"\x00" + struct.pack(">I", 22) + b"\x00" + b.SerializeToString(),
+                   prefix + too_big.SerializeToString(),
+                   prefix + b"\xff\xff\xff"])
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 4}
+    got = rows_of(t.main)
+    assert [f.name for f in t.main.table.schema().fields][6:] == ["id", "region", "tags", "counts", "addr", "kind",
+                                                                  "at", "big", "note"]
+    assert {k: got[0][k] for k in ("id", "region", "tags", "counts", "addr", "kind", "at", "big", "note")} == {
+        "id": 1, "region": "eu", "tags": ["x", "y"], "counts": [("n", 3)], "addr": {"city": "Oslo"},
+        "kind": "RUSH", "at": {"seconds": 1_700_000_000, "nanos": 0}, "big": 2**63 - 1, "note": None}
+    assert (got[1]["id"], got[1]["region"], got[1]["addr"], got[1]["kind"], got[1]["note"]) == (2, "", None,
+                                                                                                "PLAIN", "hi")
+    errors = {d["offset"]: d["error"] for d in rows_of(t.dlq)}
+    assert sorted(errors) == [2, 3]
+    assert "does not fit its columns" in errors[2] and "cannot be decoded" in errors[3]
+    # value_schema_latest: the bare payload, no prefix and no message indexes
+    r = region(0, [a.SerializeToString()], start=4)
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST)
+    assert rows_of(t.main)[-1]["id"] == 1
