@@ -32,6 +32,13 @@ an error.
 incompatible schema sends its records to the DLQ (:func:`tables.schema_map.fit`). The
 evolution is committed in the same catalog commit as the rows that need it.
 
+**Unknown ids.** An id the registry does not have goes to the DLQ at once when it is at or
+below the highest id the registry has handed out (deleted, or never given). An id above it
+may be a registration this broker's replica of ``_schemas`` has not read yet (a follower
+lags its leader): the partition's region then ends before that record, which is tried
+again at the next commits, for at most 30 s (``grace_s``) after the decoder first met the
+id; then it goes to the DLQ.
+
 How its rows and the DLQ rows are committed exactly once, and what a mode change does to
 an existing table: :mod:`tables.topic_table`.
 
@@ -56,12 +63,14 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro import parse_schema, schemaless_reader
 from pyiceberg.schema import Schema
 
@@ -85,6 +94,9 @@ __all__ = ["DecodedRows", "RegistrySchema", "SchemaSource", "ValueDecoder", "bas
 
 MAGIC = 0
 PREFIX = 5
+#: how long records of an unknown schema id above the registry's highest are held back
+#: before they go to the DLQ (see ValueDecoder._wait_for)
+DEFAULT_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,10 @@ class SchemaSource(Protocol):
 
     def latest_id(self, subject: str) -> int | None:
         """The id of the latest live version of ``subject``; None when it has none."""
+
+    def max_id(self) -> int:
+        """The highest id the registry has handed out (ids are given in increasing order:
+        an unknown id above it may be one this replica has not read yet)."""
 
 
 def value_subject(topic: str) -> str:
@@ -129,6 +145,16 @@ class DecodedRows:
     rows: pa.Table
     schema: Schema | None
     dlq: pa.Table = field(default_factory=DLQ_ARROW_SCHEMA.empty_table)
+    #: the offset of the first record held back (its id may not be replicated here yet):
+    #: the region ends before it this time (rows of one partition only)
+    hold: int | None = None
+
+    def held(self) -> DecodedRows:
+        """Without the rows at or after ``hold`` (they are read again next commit)."""
+        assert self.hold is not None
+        keep_main = pc.less(self.rows["offset"], self.hold)
+        keep_dlq = pc.less(self.dlq["offset"], self.hold)
+        return DecodedRows(self.rows.filter(keep_main), self.schema, self.dlq.filter(keep_dlq), self.hold)
 
 
 @dataclass
@@ -262,20 +288,25 @@ class ValueDecoder:
     """Decodes a topic's values; keeps each id's parsed schema (an id's schema never
     changes) for the life of the topic's writer."""
 
-    def __init__(self, topic: str, source: SchemaSource) -> None:
+    def __init__(self, topic: str, source: SchemaSource, *, grace_s: float = DEFAULT_GRACE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.topic = topic
         self.source = source
+        self.grace_s = grace_s
+        self.clock = clock
         self._codecs: dict[int, _Codec | str] = {}
+        #: unknown ids above the registry's highest: when this decoder first met each
+        self._waiting: dict[int, float] = {}
 
-    def _codec(self, schema_id: int) -> _Codec | str:
-        """The codec of an id, or why there is none (an error text)."""
+    def _codec(self, schema_id: int) -> _Codec | str | None:
+        """The codec of an id, why there is none (an error text), or None: the registry
+        does not have the id (not cached: it may be read by the next commit)."""
         got = self._codecs.get(schema_id)
         if got is not None:
             return got
         s = self.source.schema_by_id(schema_id)
         if s is None:
-            # not cached: the schema may be registered by the next commit
-            return f"schema id {schema_id} is not in the schema registry"
+            return None
         make = _CODECS.get(s.schema_type)
         if make is None:
             out: _Codec | str = f"schema id {schema_id} is of the unknown schema type {s.schema_type}"
@@ -327,9 +358,18 @@ class ValueDecoder:
         evolve = False
         groups: list[tuple[np.ndarray, _Codec]] = []
         ok = np.flatnonzero(status == 1)
+        hold: int | None = None
         for sid in np.unique(ids[ok]).tolist():
             idx = ok[ids[ok] == sid]
             codec = self._codec(int(sid))
+            if codec is None:
+                if self._wait_for(int(sid)):
+                    first = int(rows.column("offset").take(pa.array(idx[:1]))[0].as_py())
+                    hold = first if hold is None else min(hold, first)
+                else:
+                    to_dlq(idx, f"schema id {sid} is not in the schema registry")
+                continue
+            self._waiting.pop(int(sid), None)
             if isinstance(codec, str):
                 to_dlq(idx, codec)
                 continue
@@ -366,7 +406,19 @@ class ValueDecoder:
             dlq = dlq_rows(rows, all_idx[order], [dlq_err[i] for i in order.tolist()])
         else:
             dlq = DLQ_ARROW_SCHEMA.empty_table()
-        return DecodedRows(main, schema if evolve else None, dlq)
+        out = DecodedRows(main, schema if evolve else None, dlq, hold)
+        return out.held() if hold is not None else out
+
+    def _wait_for(self, schema_id: int) -> bool:
+        """Whether to hold records of an unknown id back rather than send them to the DLQ:
+        an id above the highest this replica has read may be a registration it has not
+        read yet (a follower replica of ``_schemas`` lags its leader's high watermark), for
+        at most ``grace_s`` after this decoder first met it. An id at or below it was
+        deleted, or never given: the DLQ at once."""
+        if schema_id <= self.source.max_id() or self.grace_s <= 0:
+            return False
+        first = self._waiting.setdefault(schema_id, self.clock())
+        return self.clock() - first < self.grace_s
 
     @staticmethod
     def _decode_group(values: pa.BinaryArray, idx: np.ndarray, skip: int, codec: _Codec,

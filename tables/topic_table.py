@@ -40,7 +40,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
 from .catalog import DEFAULT_NAMESPACE
-from .decoded import SchemaSource, ValueDecoder, base_schema
+from .decoded import DEFAULT_GRACE_S, SchemaSource, ValueDecoder, base_schema
 from .dlq import dlq_schema, dlq_topic
 from .layout import DEFAULT_PARTITION_SPEC, key_value_schema
 from .modes import DECODED_MODES, KEY_VALUE
@@ -55,13 +55,13 @@ class TopicTable:
 
     def __init__(self, catalog: Catalog, topic: str, source: SchemaSource, *, mode: str,
                  namespace: str = DEFAULT_NAMESPACE, spec: str = DEFAULT_PARTITION_SPEC,
-                 snapshot_properties: Mapping[str, str] | None = None) -> None:
+                 snapshot_properties: Mapping[str, str] | None = None, grace_s: float = DEFAULT_GRACE_S) -> None:
         self.catalog = catalog
         self.topic = topic
         self.namespace = namespace
         self.spec = spec
         self.snapshot_properties = dict(snapshot_properties or {})
-        self.decoder = ValueDecoder(topic, source)
+        self.decoder = ValueDecoder(topic, source, grace_s=grace_s)
         self.main = TableWriter(catalog, topic, namespace=namespace, spec=spec,
                                 snapshot_properties=self.snapshot_properties,
                                 schema=base_schema() if mode in DECODED_MODES else key_value_schema())
@@ -93,6 +93,8 @@ class TopicTable:
         dlq: dict[int, tuple[pa.Table, int]] = {}
         for p, (rows, next_offset) in sorted(batches.items()):
             got = self.decoder.decode(rows, schema, mode)
+            if got.hold is not None:
+                next_offset = got.hold  # the rest of the region next commit
             if got.schema is not None:
                 schema = evolve = got.schema
             main[p] = (got.rows, next_offset)

@@ -117,6 +117,13 @@ class TableTopics:
         to the LSO."""
         source = self.source()
         if mode in DECODED_MODES:
+            if not source.service.holds_replica():
+                # no local _schemas replica to decode with (a cluster larger than its
+                # replication factor): leave the topic to wait rather than send every
+                # record to the DLQ
+                log.warning("%s: no replica of the schema registry's topic on this broker: the decoded table "
+                            "waits", topic)
+                return
             source.prepare([value_subject(topic)])  # on the event loop: it reads _schemas
         writer = await asyncio.to_thread(self._writer, topic, mode, source)
         committed = await asyncio.to_thread(writer.committed_offsets)

@@ -39,6 +39,9 @@ class RegistrySource:
     def latest_id(self, subject: str) -> int | None:
         return self._latest.get(subject)
 
+    def max_id(self) -> int:
+        return self.service.core.state.max_id
+
     def schema_by_id(self, schema_id: int) -> RegistrySchema | None:
         state = self.service.core.state
         content = state.by_id.get(schema_id)

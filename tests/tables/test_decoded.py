@@ -76,6 +76,9 @@ class Registry:
         ids = self.subjects.get(subject)
         return ids[-1] if ids else None
 
+    def max_id(self) -> int:
+        return max(self.by_id, default=0)
+
 
 def avro(schema: dict, value: dict, schema_id: int | None = None) -> bytes:
     buf = io.BytesIO()
@@ -194,7 +197,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
         avro({"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}, {"u": 1}, 5),
         good,
     ]
-    t = TopicTable(catalog, "shop.orders", reg, mode=VALUE_SCHEMA_ID_PREFIX)
+    t = TopicTable(catalog, "shop.orders", reg, mode=VALUE_SCHEMA_ID_PREFIX, grace_s=0)
     # the clashing schema must meet a table that has region as a string: commit the good one first
     r = region(0, values[:1])
     t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX)
@@ -222,6 +225,38 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     r = region(0, [b"\x00" + struct.pack(">I", 99) + avro(ORDER_V1, order(1))], start=10)
     t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX)
     assert [g["offset"] for g in rows_of(t.main)] == [0, 9, 10]
+
+
+def test_an_id_above_the_registrys_highest_is_held_back_for_a_while(catalog):
+    """A follower's replica of _schemas may not have a new registration yet: records of an
+    id above the highest it knows wait (the region ends before them) for grace_s, then go
+    to the DLQ; an id at or below it goes at once."""
+    reg = Registry()
+    reg.add(1, ORDER_V1)
+    reg.add(3, ORDER_V1)
+    now = [100.0]
+    t = TopicTable(catalog, "late", reg, mode=VALUE_SCHEMA_ID_PREFIX, grace_s=10)
+    t.decoder.clock = lambda: now[0]
+    vals = [avro(ORDER_V1, order(0), 1), avro(ORDER_V1, order(1), 2), avro(ORDER_V1, order(2), 4),
+            avro(ORDER_V1, order(3), 1)]
+    r = region(0, vals)
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 2}
+    # id 2 (below the highest, 3) went to the DLQ at once; id 4 holds the region at offset 2
+    assert [g["offset"] for g in rows_of(t.main)] == [0]
+    assert [(d["offset"], d["error"]) for d in rows_of(t.dlq)] == [(1, "schema id 2 is not in the schema registry")]
+    now[0] += 5
+    r = region(0, vals[2:], start=2)
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) is None  # still waiting
+    reg.add(4, ORDER_V1)  # the replica catches up
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 4}
+    assert [g["offset"] for g in rows_of(t.main)] == [0, 2, 3]
+    # an id that never comes: the DLQ once the grace is over, and the topic goes on
+    r = region(0, [avro(ORDER_V1, order(4), 9), avro(ORDER_V1, order(5), 1)], start=4)
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) is None
+    now[0] += 11
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 6}
+    assert [d["offset"] for d in rows_of(t.dlq)] == [1, 4]
+    assert [g["offset"] for g in rows_of(t.main)] == [0, 2, 3, 5]
 
 
 def test_value_schema_latest_decodes_bare_payloads_with_the_subjects_latest(catalog):
