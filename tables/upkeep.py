@@ -89,8 +89,10 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -299,13 +301,35 @@ def _field_id(table: Table, name: str) -> int | None:
         return None
 
 
+#: manifest path -> its entries: a manifest is never rewritten in place (its name is new each
+#: time), so a run reads only the manifests committed since the last one
+_ENTRIES: OrderedDict[tuple[str, bool], list[ManifestEntry]] = OrderedDict()
+_ENTRIES_MAX = 4096
+_ENTRIES_LOCK = threading.Lock()
+
+
+def _entries(table: Table, m: ManifestFile, discard_deleted: bool = True) -> list[ManifestEntry]:
+    key = (m.manifest_path, discard_deleted)
+    with _ENTRIES_LOCK:
+        hit = _ENTRIES.get(key)
+        if hit is not None:
+            _ENTRIES.move_to_end(key)
+            return hit
+    entries = m.fetch_manifest_entry(table.io, discard_deleted=discard_deleted)
+    with _ENTRIES_LOCK:
+        _ENTRIES[key] = entries
+        while len(_ENTRIES) > _ENTRIES_MAX:
+            _ENTRIES.popitem(last=False)
+    return entries
+
+
 def _live_entries(table: Table, snap: Snapshot) -> list[ManifestEntry] | None:
     """The live data entries of a snapshot; None when it has delete files."""
     entries: list[ManifestEntry] = []
     for m in snap.manifests(table.io):
         if m.content != ManifestContent.DATA:
             return None
-        entries.extend(m.fetch_manifest_entry(table.io, discard_deleted=True))
+        entries.extend(_entries(table, m))
     return entries
 
 
@@ -550,7 +574,7 @@ def _has_offsets(s: Snapshot) -> bool:
 
 
 def _live_paths(table: Table, manifests: Iterable[ManifestFile]) -> set[str]:
-    return {e.data_file.file_path for m in manifests for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
+    return {e.data_file.file_path for m in manifests for e in _entries(table, m)}
 
 
 def expire_snapshots(table: Table, now_ms: int, settings: UpkeepSettings,
@@ -632,7 +656,7 @@ def _referenced_data_files(table: Table) -> set[str] | None:
         for m in s.manifests(table.io):
             if m.added_snapshot_id != s.snapshot_id:
                 continue
-            for e in m.fetch_manifest_entry(table.io, discard_deleted=False):
+            for e in _entries(table, m, discard_deleted=False):
                 if e.status == ManifestEntryStatus.DELETED and e.snapshot_id == s.snapshot_id:
                     out.add(e.data_file.file_path)
     return {_strip_scheme(p) for p in out}
