@@ -431,3 +431,52 @@ def test_protobuf_values_into_columns(catalog):
     r = region(0, [a.SerializeToString()], start=4)
     t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST)
     assert rows_of(t.main)[-1]["id"] == 1
+
+
+def test_avro_logical_types_and_a_widened_column(catalog):
+    import datetime
+    import decimal
+    import uuid as uuidlib
+    logical = {"type": "record", "name": "L", "fields": [
+        {"name": "n", "type": "int"},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "tod", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}},
+        {"name": "hash", "type": {"type": "fixed", "name": "H", "size": 2}},
+        {"name": "ratio", "type": "float"},
+    ]}
+    # v2 widens n (int -> long) and ratio (float -> double): Iceberg's promotions
+    wide = {**logical, "fields": [{"name": "n", "type": "long"}, *logical["fields"][1:-1],
+                                  {"name": "ratio", "type": "double"}]}
+    reg = Registry()
+    reg.add(1, logical)
+    reg.add(2, wide)
+    at = datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.UTC)
+    uid = uuidlib.UUID(int=7)
+    value = {"n": 5, "day": datetime.date(2024, 5, 1), "at": at, "local": datetime.datetime(2024, 5, 1, 8, 0),
+             "tod": datetime.time(7, 15), "price": decimal.Decimal("12.34"), "uid": str(uid), "color": "BLUE",
+             "hash": b"\x01\x02", "ratio": 0.5}
+    t = TopicTable(catalog, "logical", reg, mode=VALUE_SCHEMA_ID_PREFIX)
+    r = region(0, [avro(logical, value, 1)])
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX)
+    schema = t.main.table.schema()
+    assert [str(schema.find_field(c).field_type) for c in ("n", "day", "at", "local", "tod", "price", "uid", "color",
+                                                         "hash", "ratio")] == [
+        "int", "date", "timestamptz", "timestamp", "time", "decimal(9, 2)", "string", "string", "binary", "float"]
+    n_id = schema.find_field("n").field_id
+    r = region(0, [avro(wide, {**value, "n": 2**40}, 2), avro(logical, value, 1)], start=1)
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX)
+    schema = t.main.refresh().schema()
+    assert (str(schema.find_field("n").field_type), schema.find_field("n").field_id) == ("long", n_id)
+    assert str(schema.find_field("ratio").field_type) == "double"
+    got = rows_of(t.main)
+    assert [g["n"] for g in got] == [5, 2**40, 5]
+    g = got[0]
+    assert (g["day"], g["at"], g["local"], g["tod"], g["price"], g["uid"], g["color"], g["hash"], g["ratio"]) == (
+        datetime.date(2024, 5, 1), at, datetime.datetime(2024, 5, 1, 8, 0), datetime.time(7, 15),
+        decimal.Decimal("12.34"), str(uid), "BLUE", b"\x01\x02", 0.5)
+    assert not catalog.table_exists(table_identifier("logical~dlq"))
