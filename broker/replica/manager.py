@@ -71,8 +71,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         #: parks fetches until an append and acks=all produces until the HW moves
         self.purgatory = Purgatory()
-        #: idempotent producers refused here as a follower (a sequence gap from them right after
-        #: a leadership change is answered "retry": broker/replica/turned_away.py)
+        #: idempotent producers whose batch was refused here unwritten moments ago (a sequence gap
+        #: from them is answered "retry": broker/replica/turned_away.py)
         self.turned_away = TurnedAway()
         #: the leader's side of replication (broker.replication.Replication sets itself here)
         self.replication: Replication | None = None
@@ -157,16 +157,15 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.corrupt_message, "null records")
         try:
             part = self.leader(topic, partition)
+            plog = part.log
+            min_isr = plog.config.min_insync_replicas
+            if acks == -1 and len(part.isr) < min_isr:
+                raise KafkaError(ErrorCode.not_enough_replicas,
+                                 f"The size of the current ISR {sorted(part.isr)} is insufficient to satisfy the "
+                                 f"min.isr requirement of {min_isr} for partition {plog.name}")
         except KafkaError as exc:
-            if exc.error_code == ErrorCode.not_leader_or_follower:
-                self.turned_away.note((topic, partition), _producer_id(records))
+            self.turned_away.note((topic, partition), _producer_id(records), exc.error_code)
             raise
-        plog = part.log
-        min_isr = plog.config.min_insync_replicas
-        if acks == -1 and len(part.isr) < min_isr:
-            raise KafkaError(ErrorCode.not_enough_replicas,
-                             f"The size of the current ISR {sorted(part.isr)} is insufficient to satisfy the "
-                             f"min.isr requirement of {min_isr} for partition {plog.name}")
         epoch = part.leader_epoch
         cfg = plog.config
         valid = validate_for_append(records, cfg, now_ms, topic_partition=plog.name,
@@ -177,12 +176,12 @@ class ReplicaManager:
                                  verification_guard=verification_guard, coordinator=origin_coordinator)
         except KafkaError as exc:
             pid = valid.headers[0].producer_id if valid.headers else -1
-            if exc.error_code == ErrorCode.out_of_order_sequence_number and \
-                    self.turned_away.recent((topic, partition), pid):
+            refused = self.turned_away.recent((topic, partition), pid) \
+                if exc.error_code == ErrorCode.out_of_order_sequence_number else None
+            if refused is not None:
                 # see broker/replica/turned_away.py: the earlier batches come first
-                raise KafkaError(ErrorCode.not_leader_or_follower,
-                                 f"{exc.message}; earlier batches of producer {pid} were refused while this broker "
-                                 f"was taking over as leader: retry them first") from None
+                raise KafkaError(refused, f"{exc.message}; an earlier batch of producer {pid} was refused moments "
+                                          f"ago ({refused.name}): retry it first") from None
             raise
         if not result.duplicate:
             part.maybe_increment_high_watermark()  # an ISR of one (a single node) commits at once

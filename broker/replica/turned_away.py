@@ -1,17 +1,23 @@
-"""Idempotent producers this broker turned away, as a follower, just before it became a
-partition's leader: a guard against duplicates made by the client at a leadership change.
+"""Idempotent producers whose batch this broker refused, unwritten, with a retriable error
+moments ago: a guard against duplicates made by the client when a later batch of the same
+producer arrives with a sequence gap.
 
-Each broker learns a new leadership from its own ZooKeeper watch, so a client may learn from
-another broker that this one leads before this one does (Kafka's ZooKeeper controller told
-the new leader first, and everybody else after). The client's first batches then get
-NOT_LEADER_OR_FOLLOWER here, and a later batch, already in flight, lands just after this
-broker took over: a sequence gap, OUT_OF_ORDER_SEQUENCE_NUMBER. librdkafka reads that gap as
-"the earlier request failed, these are not persisted", bumps its producer epoch and sends
-every unacknowledged record again under new sequences, including records the old leader
-had written and this broker had replicated, which then appear twice (found by the fault
-harness at a disk-full leader: tests/chaos). Answering NOT_LEADER_OR_FOLLOWER to that gap
-instead, while the producer's earlier batches were turned away moments ago, makes the client
-retry them in order: the replicated ones are then found as duplicates and the rest appended.
+A producer pipelines up to five batches per partition. When this broker refuses one of them
+before writing it (NOT_LEADER_OR_FOLLOWER while it is still taking over, NOT_ENOUGH_REPLICAS
+while the ISR is short) and the cause is gone by the time the next batch arrives (the
+leadership applied, the ISR grown back),
+the next batch leaves a gap in the producer's sequence. Kafka answers a gap
+OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka reads that as "the earlier request failed, these
+are not persisted": it bumps its producer epoch and sends every unacknowledged record again
+under new sequences, on every partition. Records written but not yet acknowledged (an acks=all
+wait cut by a leadership change, a lost answer) then appear twice. The fault harness found
+this twice (tests/chaos): at a new leader that had refused the producer as a follower, and
+after refusals for a short ISR that grew back (the second, inferred: see the tests).
+
+Answering the gap with the refusal's own (retriable) error instead, while the refusal is
+recent, makes the client retry its batches in order with the same sequences: the refused
+batch is written first, a batch already written is found as a duplicate, and no epoch is
+bumped. A gap with no recent refusal behind it is still OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
 
 from __future__ import annotations
@@ -19,28 +25,37 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-#: how long after turning a producer away a sequence gap from it is answered as "retry"
+from protocol.errors import ErrorCode
+
+#: how long after refusing a producer's batch a sequence gap from it is answered as "retry"
 WINDOW_S = 10.0
+#: refusals that leave the batch unwritten and that the client retries with the same sequence
+RETRIABLE = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas,
+                       ErrorCode.kafka_storage_error})
 
 
 class TurnedAway:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        #: (topic, partition) -> producer id -> when its batch was last turned away
-        self._seen: dict[tuple[str, int], dict[int, float]] = {}
+        #: (topic, partition) -> producer id -> (when its batch was last refused, the error)
+        self._seen: dict[tuple[str, int], dict[int, tuple[float, ErrorCode]]] = {}
 
-    def note(self, tp: tuple[str, int], producer_id: int) -> None:
-        """A batch of ``producer_id`` for ``tp`` was refused as NOT_LEADER_OR_FOLLOWER."""
-        if producer_id < 0:
+    def note(self, tp: tuple[str, int], producer_id: int, error: ErrorCode = ErrorCode.not_leader_or_follower) -> None:
+        """A batch of ``producer_id`` for ``tp`` was refused unwritten with ``error`` (other
+        errors than the retriable ones are not remembered: the client does not retry them)."""
+        if producer_id < 0 or error not in RETRIABLE:
             return
         now = self._clock()
         seen = self._seen.setdefault(tp, {})
         if len(seen) > 10_000:  # many producers: forget the old ones
-            for pid in [p for p, t in seen.items() if now - t > WINDOW_S]:
+            for pid in [p for p, (t, _) in seen.items() if now - t > WINDOW_S]:
                 del seen[pid]
-        seen[producer_id] = now
+        seen[producer_id] = (now, error)
 
-    def recent(self, tp: tuple[str, int], producer_id: int) -> bool:
-        """Was a batch of ``producer_id`` for ``tp`` turned away within the window?"""
-        t = self._seen.get(tp, {}).get(producer_id)
-        return t is not None and self._clock() - t <= WINDOW_S
+    def recent(self, tp: tuple[str, int], producer_id: int) -> ErrorCode | None:
+        """The error a batch of ``producer_id`` for ``tp`` was refused with within the
+        window, or None."""
+        got = self._seen.get(tp, {}).get(producer_id)
+        if got is None or self._clock() - got[0] > WINDOW_S:
+            return None
+        return got[1]

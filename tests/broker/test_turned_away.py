@@ -83,3 +83,28 @@ def test_a_gap_from_a_producer_not_turned_away_is_out_of_order(replica):
     part.apply(PartitionState(3, 8, (3,), 1, 4), (1, 3), 0)
     clock.t += 11
     assert _code(lambda: rm.append_records("t", 0, _batch(3, b"d"), 0)) == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_gap_after_a_short_isr_grew_back_is_retried_in_order(tmp_path):
+    """acks=all batches pipelined while the ISR is below min.insync.replicas: the first is
+    refused unwritten (NOT_ENOUGH_REPLICAS), the ISR grows back, and the next one would
+    leave a gap. It gets NOT_ENOUGH_REPLICAS too, so the client retries both in order
+    instead of bumping its epoch (which would resend written, unacknowledged records)."""
+    logs = LogManager([str(tmp_path)], LogConfig(min_insync_replicas=2), replicated=True)
+    try:
+        rm = ReplicaManager(logs, broker_id=3)
+        plog = logs.create("t", 0)
+        part = rm.partitions[("t", 0)] = Partition("t", 0, plog, broker_id=3)
+        part.apply(PartitionState(3, 5, (3, 1), 1, 1), (1, 3), 0)
+        assert rm.append_records("t", 0, _batch(0, b"a"), 0, acks=-1).base_offset == 0
+        part.apply(PartitionState(3, 5, (3,), 1, 2), (1, 3), 0)  # broker 1 fell out of the ISR
+        assert _code(lambda: rm.append_records("t", 0, _batch(1, b"b"), 0, acks=-1)) == ErrorCode.not_enough_replicas
+        part.apply(PartitionState(3, 5, (3, 1), 1, 3), (1, 3), 0)  # and came back
+        assert _code(lambda: rm.append_records("t", 0, _batch(2, b"c"), 0, acks=-1)) == ErrorCode.not_enough_replicas
+        assert rm.append_records("t", 0, _batch(1, b"b"), 0, acks=-1).base_offset == 1
+        assert rm.append_records("t", 0, _batch(2, b"c"), 0, acks=-1).base_offset == 2
+        # an error the client does not retry (a record too large, say) is not remembered
+        rm.turned_away.note(("t", 0), 77, ErrorCode.message_too_large)
+        assert rm.turned_away.recent(("t", 0), 77) is None
+    finally:
+        logs.shutdown()
