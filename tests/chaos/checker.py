@@ -136,10 +136,12 @@ def _seq(value: str) -> int:
 
 def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[tuple[int, bytes]]]] | None = None,
           high_watermarks: dict[int, int] | None = None, isr: dict[int, list[int]] | None = None,
-          brokers: list[int] | None = None, broker_logs: dict[str, str] | None = None) -> Result:
+          brokers: list[int] | None = None, broker_logs: dict[str, str] | None = None,
+          assigned: dict[str, list[int]] | None = None) -> Result:
     """``histories``: client name -> its events (workload.py); ``replicas``: partition ->
     broker -> [(base offset, batch bytes)] read from the log files; ``high_watermarks``:
-    partition -> HW; ``isr``: partition -> final ISR."""
+    partition -> HW; ``isr``: partition -> final ISR; ``assigned``: partition -> its assigned
+    replicas, what its ISR must hold (``brokers``, every broker, when not given)."""
     r = Result()
     producers = {n: h for n, h in histories.items() if n.startswith("p")}
     txns = [e for n, h in histories.items() if n.startswith("t") for e in h if e["k"] == "txn"]
@@ -291,7 +293,7 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
                                              "base_offset": (ref[diff][0] if diff < len(ref) else v[diff][0])})
     if isr is not None and brokers:
         for tp, members in isr.items():
-            if sorted(members) != sorted(brokers):
+            if sorted(members) != sorted((assigned or {}).get(tp, brokers)):
                 r.add("isr_incomplete", {"partition": tp, "isr": members})
     for name, text in (broker_logs or {}).items():
         dirs_failed = False  # in this life of the broker (the harness marks each start)

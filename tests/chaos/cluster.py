@@ -319,6 +319,14 @@ class ChaosCluster:
         zk.start(10)
         return zk
 
+    def assignments(self, zk, topics: list[str]) -> dict[tuple[str, int], list[int]]:
+        """(topic, partition) -> its assigned replicas (/brokers/topics/<topic>)."""
+        out = {}
+        for t in topics:
+            parts = json.loads(zk.get(f"/brokers/topics/{t}")[0])["partitions"]
+            out.update({(t, int(p)): list(r) for p, r in parts.items()})
+        return out
+
     def partition_states(self, zk, topics: list[str]) -> dict[tuple[str, int], dict]:
         out = {}
         for t in topics:

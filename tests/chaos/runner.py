@@ -249,27 +249,32 @@ def _set_share_group_configs(cluster: ChaosCluster) -> None:
             time.sleep(0.5)
 
 
-def _wait_isr(cluster: ChaosCluster, timeout: float) -> dict[str, list[int]]:
-    """Wait for every partition (the workload's and the internal topics') to have every
-    replica in its ISR; returns the last ISRs seen."""
+def _wait_isr(cluster: ChaosCluster, timeout: float) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Wait for every partition (the workload's and the internal topics') to have each of its
+    assigned replicas in its ISR; returns the last ISRs seen and the assignments. An internal
+    topic created while a broker was down has fewer replicas than brokers (its replication
+    factor is min(3, live brokers)), so the ISR is checked against the assignment."""
     topics = [TOPIC, SHARE_TOPIC, "__consumer_offsets", "__transaction_state", "__share_group_state", "_schemas"]
     deadline = time.monotonic() + timeout
     states: dict = {}
-    want = sorted(cluster.brokers)
+    assigned: dict[tuple[str, int], list[int]] = {}
     while time.monotonic() < deadline:
         try:
             zk = cluster.zk_client()
             try:
-                states = cluster.partition_states(zk, [t for t in topics if zk.exists(f"/brokers/topics/{t}")])
+                present = [t for t in topics if zk.exists(f"/brokers/topics/{t}")]
+                states = cluster.partition_states(zk, present)
+                assigned = cluster.assignments(zk, present)
             finally:
                 zk.stop()
                 zk.close()
-            if states and all(sorted(s["isr"]) == want for s in states.values()):
+            if states and all(sorted(s["isr"]) == sorted(assigned.get(tp, ())) for tp, s in states.items()):
                 break
         except Exception:
             pass
         time.sleep(1)
-    return {f"{t}-{p}": s["isr"] for (t, p), s in states.items()}
+    return ({f"{t}-{p}": s["isr"] for (t, p), s in states.items()},
+            {f"{t}-{p}": r for (t, p), r in assigned.items()})
 
 
 def _read_replicas(cluster: ChaosCluster) -> tuple[dict, dict]:
@@ -369,7 +374,7 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
                                                      or (share_members and clients.share_undelivered())):
             time.sleep(1)
         clients.stop(("consume", "share"))
-        isr = _wait_isr(cluster, 90) if brokers > 1 else None
+        isr, assigned = _wait_isr(cluster, 90) if brokers > 1 else (None, None)
         clients.drain()
         timings["run_s"] = time.time() - started
         cluster.stop()
@@ -380,7 +385,8 @@ def run(seed: int, duration: float, workdir: Path, *, brokers: int = 3, producer
         cluster.close()
     logs = {p.name: p.read_text(errors="replace") for p in sorted((workdir / "logs").glob("b*.log"))}
     histories = clients.histories()
-    result = checker.check(histories, replicas if brokers > 1 else None, hws, isr, sorted(cluster.brokers), logs)
+    result = checker.check(histories, replicas if brokers > 1 else None, hws, isr, sorted(cluster.brokers), logs,
+                           assigned=assigned)
     acks = [(e["t"], e["p"]) for n, h in histories.items() if n.startswith("p") for e in h if e["k"] == "ack"]
     avail = checker.availability(acks, _healthy_windows(nemesis.events, started, ended, brokers), PARTITIONS)
     return RunResult(seed, duration, brokers, workdir, result, as_dicts(faults), nemesis.events, skipped, avail,

@@ -107,6 +107,14 @@ def test_replicas_isr_and_logs():
     assert r.counts["broker_errors"] == 1  # the full disk's ERROR is expected, the traceback is not
 
 
+def test_the_isr_is_checked_against_the_assigned_replicas():
+    # a topic created while broker 2 was down has replicas [3, 1]: an ISR of [3, 1] is whole
+    isr = {"__share_group_state-0": [3, 1], "chaos-0": [1, 3]}
+    r = checker.check(clean(), isr=isr, brokers=[1, 2, 3],
+                      assigned={"__share_group_state-0": [3, 1], "chaos-0": [1, 2, 3]})
+    assert r.counts["isr_incomplete"] == 1
+
+
 def test_a_broker_exit_is_expected_only_after_its_last_log_dir_failed():
     exit_line = "[t] ERROR krait.broker: Krait stopped after a fatal error (exit code 1)"
     failed = "[t] CRITICAL krait.log_dir_failure: Shutdown broker because all log dirs in /d have failed"
