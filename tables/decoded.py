@@ -25,7 +25,11 @@ need. A table that was created as ``key_value`` and switched to a decoded mode k
 lengths, say) keep their meaning; likewise a decoded table switched to ``key_value`` gains
 the ``value`` column (null in the earlier rows) and its decoded columns are null in the new
 rows. A tombstone (null value) is a row whose decoded columns are all null: it is data, not
-an error.
+an error. Unlike Redpanda, which nests the metadata in one ``redpanda`` struct column,
+the metadata columns stay top-level as in ``key_value``: a decoded table and a ``key_value``
+table share their first columns and partition spec, and the tail read from the log
+(``kafka-segments``) has them top-level too; a value field with a metadata column's name
+becomes ``value_<name>`` instead.
 
 **Evolution.** A record schema with a field the table lacks adds it as an optional column
 (with a new field id; existing ids never change); a type Iceberg can widen is widened; an
@@ -50,8 +54,10 @@ which also checks the types), and each group's Arrow columns built with one ``pa
 call over the group (a record Arrow refuses is found by a per-record retry of that group
 only). Measured by ``test_decode_rate`` (100 k values; Avro: 6 fields with an array and a
 nested record; JSON: 4 properties with an array of objects and a map), on the shared 2-core
-machine with a load average of 11-12: Avro 65-140 k records/s (fastavro alone is 4-5 µs a
-record there), JSON Schema 30-57 k records/s; the ``key_value`` rows of the same region
+machine with a load average of 11-13: Avro 65-140 k records/s (fastavro alone is 4-5 µs a
+record there), JSON Schema 30-57 k records/s, Protobuf (8 fields with a nested message, a
+repeated field and a map; protobuf's C parser, then one Python getter per field) 34-44 k
+records/s; the ``key_value`` rows of the same region
 cost about 1 µs a record (tables.records) on top.
 
 Protobuf values are decoded too (:mod:`tables.protobuf_map`: the schema's first message;

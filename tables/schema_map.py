@@ -1,5 +1,6 @@
-"""Registry schemas (Avro, JSON Schema; Protobuf in :mod:`tables.protobuf_map`) as Iceberg columns, and the rules that decide
-whether a schema fits a table's schema (evolution) or not (the dead-letter table).
+"""Registry schemas (Avro, JSON Schema; Protobuf in :mod:`tables.protobuf_map`) as Iceberg
+columns, and the rules that decide whether a schema fits a table's schema (evolution) or not
+(the dead-letter table).
 
 Avro -> Iceberg (as Redpanda and Spark's ``from_avro`` map it):
 

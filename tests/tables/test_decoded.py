@@ -359,8 +359,21 @@ def test_decode_rate():
     got = dec.decode(jrows, base_schema(), VALUE_SCHEMA_ID_PREFIX)
     json_rate = n / (time.perf_counter() - t0)
     assert got.rows.num_rows == n
-    print(f"decode: Avro {avro_rate:,.0f} records/s, JSON {json_rate:,.0f} records/s")
-    assert avro_rate > 20_000 and json_rate > 10_000
+    reg.add(21, ORDER_PROTO, "PROTOBUF")
+    cls = proto_class(ORDER_PROTO)
+    pvals = []
+    for i in range(2000):
+        m = cls(id=i, region="eu", tags=["a", "b"], counts={"n": i}, kind=1)
+        m.addr.city = "Oslo"
+        pvals.append(b"\x00" + struct.pack(">I", 21) + b"\x00" + m.SerializeToString())
+    prows = rows.set_column(5, "value", pa.array(pvals * (n // 2000), pa.binary()))
+    t0 = time.perf_counter()
+    got = dec.decode(prows, base_schema(), VALUE_SCHEMA_ID_PREFIX)
+    proto_rate = n / (time.perf_counter() - t0)
+    assert got.rows.num_rows == n
+    print(f"decode: Avro {avro_rate:,.0f} records/s, JSON {json_rate:,.0f} records/s, "
+          f"Protobuf {proto_rate:,.0f} records/s")
+    assert avro_rate > 20_000 and json_rate > 10_000 and proto_rate > 10_000
 
 
 ORDER_PROTO = '''syntax = "proto3";
