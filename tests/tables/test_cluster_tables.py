@@ -83,6 +83,28 @@ def _history(catalog) -> list[dict[str, str]]:
     return out[::-1]
 
 
+def _interleaved(writers: list[str | None]) -> bool:
+    """Have all three brokers committed at least twice, with at least four changes of writer
+    from one snapshot to the next?"""
+    counts = Counter(writers)
+    return all(counts[str(i)] >= 2 for i in (1, 2, 3)) and \
+        sum(a != b for a, b in zip(writers, writers[1:], strict=False)) >= 4
+
+
+def _table_made(pg: PostgresProcess, database: str) -> bool:
+    import psycopg2
+
+    conn = psycopg2.connect(pg.dsn(database), connect_timeout=5)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM iceberg_tables")
+            return cur.fetchone()[0] > 0
+    except psycopg2.Error:  # the catalog's tables are not there yet
+        return False
+    finally:
+        conn.close()
+
+
 def _metadata_leader(cl: Cluster, partition: int) -> int:
     """The leader of a partition as a live broker's Metadata answer gives it."""
     live = next(i for i, b in cl.brokers.items() if b.proc is not None and b.proc.poll() is None)
@@ -130,7 +152,7 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         "transaction.state.log.num.partitions": "1", "auto.leader.rebalance.enable": "false"})
     for i, b in cl.brokers.items():  # each broker reaches the catalog through its own relay
         b.overrides["krait.iceberg.catalog.uri"] = relays[i].url(database)
-    catalog = open_catalog(catalog_uri=postgres_url, warehouse=warehouse)
+    catalog = None
     producer: _Producer | None = None
     frozen: int | None = None
     pool = concurrent.futures.ThreadPoolExecutor(1)
@@ -139,8 +161,14 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         cl.create_topic(TOPIC, PARTITIONS, 3, {"krait.iceberg.mode": "key_value"})
         producer = _Producer(cl.bootstrap)
         producer.start()
-        wait_for(lambda: all(_offsets(catalog).get(p, 0) > 0 for p in range(PARTITIONS)), 30,
-                 what="every partition in the table")
+        # the test opens the catalog only once a broker has made it: the three brokers'
+        # first commits race to create the catalog's tables and then the topic's table
+        wait_for(lambda: _table_made(postgres_server, database), 30, what="the topic's table")
+        catalog = open_catalog(catalog_uri=postgres_url, warehouse=warehouse)
+        # each broker leads a partition and commits it on its own timer: their commits
+        # interleave in the one table (the catalog's optimistic concurrency orders them)
+        wait_for(lambda: _interleaved([h.get(WRITER_PROPERTY) for h in _history(catalog)]), 30,
+                 what="commits of all three brokers, interleaved")
 
         # SIGKILL the leader of partition 0: the new leader goes on with the table
         victim = _metadata_leader(cl, 0)
@@ -198,10 +226,11 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         assert Counter(v for _, v in table_of.values()) == Counter(acked.values()), "a record twice"
         assert table_of == _read_committed(cl.bootstrap, ends)
 
-        # all three brokers committed to the one table, interleaved (concurrent writers)
-        writers = [h.get(WRITER_PROPERTY) for h in _history(catalog) if h.get(WRITER_PROPERTY)]
-        assert len(set(writers)) == 3, Counter(writers)
-        assert sum(a != b for a, b in zip(writers, writers[1:], strict=False)) >= 10, writers
+        # the catalog refused commits made on a table another broker had moved on (the
+        # zombie's at least): pyiceberg writes a commit's metadata file before the catalog
+        # update, so a refused one leaves a second file of the same version number
+        versions = Counter(int(f.name.split("-", 1)[0]) for f in Path(warehouse).rglob("*.metadata.json"))
+        assert sum(n - 1 for n in versions.values()) >= 1, versions
     finally:
         if frozen is not None:
             cl.thaw(frozen)
@@ -216,4 +245,5 @@ def test_leaders_share_one_postgres_catalog_through_a_kill_and_a_zombie(tmp_path
         cl.close_zk()
         for r in relays.values():
             r.stop()
-        catalog.engine.dispose()
+        if catalog is not None:
+            catalog.engine.dispose()
