@@ -31,7 +31,17 @@ if not __package__:  # run as a script (spark-submit spark_jobs/consumer_lag.py)
 
 import pyarrow as pa
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, time_axis, write_json
+from spark_jobs.jobcommon import (
+    base_parser,
+    log,
+    print_table,
+    progress,
+    pyplot,
+    records,
+    session,
+    time_axis,
+    write_json,
+)
 
 COMMITS_SCHEMA = ("group string, topic string, partition int, committed long, metadata string, "
                   "commit_ts long, log_offset long, log_ts long, tombstone boolean, home boolean")
@@ -107,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         log("no __consumer_offsets partitions in the log dirs: no committed offsets")
         commits = None
     else:
-        raw = reader(spark, args, subscribe="__consumer_offsets").load() \
+        # through its Iceberg table if __consumer_offsets has one (krait.iceberg.mode)
+        raw = records(spark, args, subscribe="__consumer_offsets") \
             .select("key", "value", "partition", "offset", F.unix_millis("timestamp").alias("log_ts"))
         commits = raw.mapInArrow(functools.partial(decode_commits, offsets_partitions=offsets_partitions(plogs)),
                                  COMMITS_SCHEMA)

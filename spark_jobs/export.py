@@ -8,7 +8,9 @@ partition.
 Writes OUT/topic=<t>/partition=<p>/part-*.parquet with the Kafka source columns (key, value,
 offset, timestamp, timestampType[, headers]; topic and partition live in the directory
 names, as Spark's partitionBy does) and OUT/_export.json with the rows written per
-partition and their offset ranges.
+partition and their offset ranges. A whole topic kept as an Iceberg table is read through
+:func:`spark_jobs.tables.read_topic` (its table + the log's tail, committed records only); a
+range is read from the log.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 if not __package__:  # run as a script (spark-submit spark_jobs/export.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, reader, session, write_json
+from spark_jobs.jobcommon import base_parser, log, print_table, progress, records, session, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = session("krait-export", args.master)
     from pyspark.sql import functions as F
 
-    df = reader(spark, args, startingOffsets=args.starting_offsets, endingOffsets=args.ending_offsets,
-                startingTimestamp=args.starting_timestamp, endingTimestamp=args.ending_timestamp,
-                includeHeaders="true" if args.include_headers else None).load()
+    df = records(spark, args, startingOffsets=args.starting_offsets, endingOffsets=args.ending_offsets,
+                 startingTimestamp=args.starting_timestamp, endingTimestamp=args.ending_timestamp,
+                 includeHeaders="true" if args.include_headers else None)
     with progress(spark, f"export to {args.output}"):
         df.write.mode(args.mode).partitionBy("topic", "partition").parquet(args.output)
     with progress(spark, "summary of what was written"):

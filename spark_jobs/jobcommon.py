@@ -2,7 +2,9 @@
 
 Each job is a script (``spark-submit spark_jobs/<job>.py --log-dirs DIR --output OUT``);
 this module gives them the same ``--log-dirs``/``--output``/``--topics`` arguments, a
-session with the ``kafka-segments`` source registered, a progress printer (stage task
+session with the ``kafka-segments`` source registered, the topics' records
+(:func:`records`: a topic kept as an Iceberg table through
+:func:`spark_jobs.tables.read_topic`, the others through ``kafka-segments``), a progress printer (stage task
 counts on stderr every couple of seconds: jobs can run for minutes on big log dirs) and
 matplotlib set to the Agg backend (no display on servers).
 """
@@ -23,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from pyspark.sql import DataFrameReader, SparkSession
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
-__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "pyplot", "print_table", "time_axis",
-           "utc", "iso"]
+__all__ = ["base_parser", "session", "progress", "log", "write_json", "reader", "records", "pyplot", "print_table",
+           "time_axis", "utc", "iso"]
 
 
 def log(msg: str) -> None:
@@ -41,6 +43,9 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--topics", help="comma-separated topics (default: every topic not starting with __)")
     ap.add_argument("--master", help="Spark master when not given by spark-submit (default local[*])")
     ap.add_argument("--min-partitions", type=int, default=0, help="minPartitions for the scan")
+    ap.add_argument("--iceberg-catalog-uri", help="the Iceberg catalog of table topics (default: the broker's "
+                    "embedded one under the first log dir), as the broker's krait.iceberg.catalog.uri")
+    ap.add_argument("--iceberg-warehouse", help="the Iceberg warehouse, as the broker's krait.iceberg.warehouse")
     return ap
 
 
@@ -80,6 +85,61 @@ def reader(spark: SparkSession, args: argparse.Namespace, *, columns: str | None
         if v is not None:
             r = r.option(k, v)
     return r
+
+
+#: kafka-segments options that select a range of the log: a job given one reads the log
+#: (read_topic reads whole topics)
+_RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+                  "startingOffsetsByTimestamp", "endingOffsetsByTimestamp")
+
+
+def records(spark: SparkSession, args: argparse.Namespace, *, columns: str | None = None,
+            **options: str | None) -> DataFrame:
+    """The records of the job's topics (``--topics``, or a ``subscribe`` option, or every
+    topic not starting with "__"): each topic kept as an Iceberg table
+    (``krait.iceberg.mode``) through :func:`spark_jobs.tables.read_topic` (its table's
+    Parquet files, plus the log's tail), the others through ``kafka-segments``
+    (:func:`reader`), in one DataFrame.
+
+    ``columns`` is :func:`reader`'s narrow schema; a table-backed topic gives the same
+    columns (Spark prunes the table's Parquet columns itself). A table holds committed
+    records only, so a table-backed topic is read read_committed (aborted transactions
+    left out) where the log alone is read read_uncommitted by default. With a range option
+    (``startingOffsets``, ``endingTimestamp``, ...) every topic is read from the log."""
+    from .logdir import list_partitions
+    from .tables import load_snapshot
+
+    dirs = [d.strip() for d in args.log_dirs.split(",") if d.strip()]
+    subscribe = options.get("subscribe") or getattr(args, "topics", None)
+    if subscribe:
+        wanted = {t.strip() for t in subscribe.split(",") if t.strip()}
+        topics = sorted({p.topic for p in list_partitions(dirs) if p.topic in wanted})
+    else:
+        topics = sorted({p.topic for p in list_partitions(dirs) if not p.topic.startswith("__")})
+    catalog_uri = getattr(args, "iceberg_catalog_uri", None)
+    warehouse = getattr(args, "iceberg_warehouse", None)
+    ranged = any(options.get(k) is not None for k in _RANGE_OPTIONS)
+    tables = [] if ranged or not topics else \
+        [t for t in topics if load_snapshot(dirs[0], t, catalog_uri=catalog_uri, warehouse=warehouse) is not None]
+    if not tables:
+        return reader(spark, args, columns=columns, **options).load()
+    from .tables import read_topic
+
+    names = [c.strip().split()[0] for c in columns.split(",")] if columns else None
+    headers = (options.get("includeHeaders") or "").lower() == "true" or bool(names and "headers" in names)
+    extra = {"minPartitions": str(args.min_partitions)} if getattr(args, "min_partitions", 0) else None
+    parts = []
+    for t in tables:
+        df = read_topic(spark, t, dirs, catalog_uri=catalog_uri, warehouse=warehouse, include_headers=headers,
+                        options=extra)
+        parts.append(df.select(*names) if names else df)
+    others = [t for t in topics if t not in tables]
+    if others:
+        parts.append(reader(spark, args, columns=columns, **{**options, "subscribe": ",".join(others)}).load())
+    df = parts[0]
+    for other in parts[1:]:
+        df = df.unionByName(other)
+    return df
 
 
 @contextmanager

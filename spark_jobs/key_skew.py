@@ -5,7 +5,8 @@
 Writes OUT/key_skew.json (per topic: records, null keys, distinct keys, the --top hottest
 keys with their share, records per partition with each partition's share and the
 max/mean skew ratio) and OUT/key_skew.png (records per partition and hottest keys).
-Keys are shown as UTF-8 when they decode, else as hex.
+Keys are shown as UTF-8 when they decode, else as hex. A topic kept as an Iceberg table is
+read through :func:`spark_jobs.tables.read_topic` (committed records only).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 if not __package__:  # run as a script (spark-submit spark_jobs/key_skew.py)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, reader, session, write_json
+from spark_jobs.jobcommon import base_parser, log, print_table, progress, pyplot, records, session, write_json
 
 
 def show_key(k: bytes | bytearray | None) -> str:
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     # values are never decoded: the narrow schema is the source's only column pruning
-    df = reader(spark, args, columns="topic string, partition int, key binary").load().cache()
+    # (a topic kept as an Iceberg table: its table + the log's tail, only these columns read)
+    df = records(spark, args, columns="topic string, partition int, key binary").cache()
     with progress(spark, "records and distinct keys per topic"):
         totals = {r.topic: r for r in df.groupBy("topic").agg(
             F.count(F.lit(1)).alias("records"),

@@ -5,7 +5,9 @@
 Writes OUT/topic_stats.json (per partition and per topic), OUT/records_per_minute.csv and
 OUT/records_per_minute.png (records per minute over time, one line per topic). Batch-level
 figures (codecs, bytes on disk) come from a header-only pass over the segments; record
-figures (key/value bytes, per-minute counts) from the kafka-segments DataFrame.
+figures (key/value bytes, per-minute counts) from the kafka-segments DataFrame, or for a topic
+kept as an Iceberg table (``krait.iceberg.mode``) from its table plus the log's tail
+(:func:`spark_jobs.tables.read_topic`: committed records only).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from spark_jobs.jobcommon import (
     print_table,
     progress,
     pyplot,
-    reader,
+    records,
     session,
     time_axis,
     utc,
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_rows = spark.sparkContext.parallelize(slices, max(1, len(slices))).flatMap(batch_stats).collect() \
             if slices else []
 
-    df = reader(spark, args).load()
+    df = records(spark, args)  # a topic kept as an Iceberg table: its table + the log's tail
     with progress(spark, "record volume per partition"):
         rec = (df.groupBy("topic", "partition")
                .agg(F.count(F.lit(1)).alias("records"),
