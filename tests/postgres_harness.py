@@ -198,9 +198,13 @@ class PgRelay:
         while not self._stop:
             try:
                 client, _ = self._listener.accept()
+            except OSError:  # the listener closed: stop() ends the loop
+                continue
+            try:
                 server = socket.create_connection(self.target, timeout=5)
                 server.settimeout(None)
-            except OSError:
+            except OSError:  # the server is down: the client sees its connection closed
+                client.close()
                 continue
             with self._lock:
                 self._socks += [client, server]
