@@ -24,6 +24,7 @@ from .tools import (
     schemas_cli,
     share_groups_cli,
     spark_cli,
+    tables_cli,
     topics_cli,
     transactions_cli,
 )
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "groups": groups_cli.main,
         "share-groups": share_groups_cli.main,
         "schemas": schemas_cli.main,
+        "tables": tables_cli.main,
         "transactions": transactions_cli.main,
         "log-dirs": log_dirs_cli.main,
         "reassign-partitions": reassign_cli.main,
@@ -134,13 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         "spark": spark_cli.main,
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: krait {serve,topics,groups,share-groups,schemas,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf,spark} "
+        print("usage: krait {serve,topics,groups,share-groups,schemas,tables,transactions,log-dirs,reassign-partitions,acls,configs,dump-log,perf,spark} "
               "[options]\n"
               "  serve      run the broker (krait serve [server.properties] [--override k=v ...])\n"
               "  topics     create/list/describe/delete/alter topics (like kafka-topics.sh)\n"
               "  groups     list/describe/delete consumer groups, reset offsets (like kafka-consumer-groups.sh)\n"
               "  share-groups  list/describe/delete share groups, reset/delete their offsets (like kafka-share-groups.sh)\n"
               "  schemas    Schema Registry subjects: list, show, register, check compatibility, delete, config\n"
+              "  tables     the Iceberg tables of table topics: snapshots, size, lag behind the log\n"
               "  transactions  list/describe transactions, find and abort hanging ones (like kafka-transactions.sh)\n"
               "  log-dirs   describe log dirs: replica sizes, lag, future replicas (like kafka-log-dirs.sh)\n"
               "  reassign-partitions  generate/execute/verify/cancel/list partition reassignments "

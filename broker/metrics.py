@@ -167,6 +167,32 @@ class KafkaCollector:
         yield from self._consumer_groups()
         yield from self._share_partitions()
         yield from self._schema_registry()
+        yield from self._tables()
+
+    def _tables(self) -> Iterator:
+        """Iceberg table topics, per partition this broker leads: the records the table lacks
+        (up to the last stable offset), the age of the oldest of them, and the table's offset
+        (broker/tables/lag.py)."""
+        from .tables.lag import table_lags
+
+        labels = ["topic", "partition"]
+        behind = _family("gauge", "krait_iceberg_table_lag_offsets",
+                         "Committed records of the partition its Iceberg table does not hold yet", labels)
+        seconds = _family("gauge", "krait_iceberg_table_lag_seconds",
+                          "Age of the oldest committed record the Iceberg table does not hold yet (0: none)", labels)
+        offset = _family("gauge", "krait_iceberg_table_offset",
+                         "The next offset of the partition the Iceberg table holds (its snapshot's krait.offset)",
+                         labels)
+        for topic, lags in table_lags(self.broker).items():
+            for lag in lags:
+                key = [topic, str(lag.partition)]
+                behind.add_metric(key, lag.offsets)
+                if lag.seconds is not None:
+                    seconds.add_metric(key, lag.seconds)
+                offset.add_metric(key, lag.table_offset)
+        yield behind
+        yield seconds
+        yield offset
 
     def _schema_registry(self) -> Iterator:
         """The Schema Registry (when served): subjects and schemas in this broker's replayed

@@ -55,6 +55,9 @@ class TableTopics:
         self._writers: dict[str, TopicTable] = {}
         self._task: asyncio.Task | None = None
         self._source: RegistrySource | None = None
+        #: topic -> partition -> next offset its table holds, as last read or written here
+        #: (broker/tables/lag.py reports the lag from it)
+        self._known: dict[str, dict[int, int]] = {}
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -81,6 +84,11 @@ class TableTopics:
             if mode != DISABLED:
                 out.setdefault(topic, (mode, []))[1].append(p)
         return out
+
+    def known_offsets(self, topic: str) -> dict[int, int]:
+        """partition -> next offset ``topic``'s table holds, as this broker last saw it
+        committed (empty before its first commit here)."""
+        return self._known.get(topic, {})
 
     def source(self) -> RegistrySource:
         """The schema lookup over this broker's registry replica."""
@@ -127,6 +135,7 @@ class TableTopics:
             source.prepare([value_subject(topic)])  # on the event loop: it reads _schemas
         writer = await asyncio.to_thread(self._writer, topic, mode, source)
         committed = await asyncio.to_thread(writer.committed_offsets)
+        self._known[topic] = dict(committed)
         work = {}
         for p in partitions:
             part = self.broker.replicas.partitions.get((topic, p))
@@ -147,7 +156,9 @@ class TableTopics:
             work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
         if not work:
             return
-        await asyncio.to_thread(self._append, writer, work, mode)
+        written = await asyncio.to_thread(self._append, writer, work, mode)
+        if written:
+            self._known[topic] = dict(written)
 
     @staticmethod
     def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str) -> dict[int, int] | None:

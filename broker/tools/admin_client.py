@@ -311,8 +311,10 @@ class AdminClient:
 
     # offsets
 
-    def list_offsets(self, partitions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """(topic, partition) -> timestamp (LATEST, EARLIEST or ms) => offset (-1: none).
+    def list_offsets(self, partitions: dict[tuple[str, int], int],
+                     isolation_level: int = 0) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> timestamp (LATEST, EARLIEST or ms) => offset (-1: none);
+        ``isolation_level`` 1 (read_committed): LATEST is the last stable offset.
 
         Requests go to each partition's leader. Raises KafkaError on a partition error."""
         topics = {t for t, _ in partitions}
@@ -331,7 +333,7 @@ class AdminClient:
             if leader < 0:
                 raise kafka_error(ErrorCode.leader_not_available, context=", ".join(sorted(tps)))
             conn = self.node(leader)
-            resp = conn.request(ApiKey.LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=[dict(
+            resp = conn.request(ApiKey.LIST_OFFSETS, replica_id=-1, isolation_level=isolation_level, topics=[dict(
                 name=t, partitions=[dict(partition_index=p, current_leader_epoch=-1, timestamp=ts,
                                          max_num_offsets=1) for p, ts in ps]) for t, ps in tps.items()])
             for t in resp.topics:

@@ -12,6 +12,7 @@ from typing import TextIO
 from protocol.client_errors import describe
 from protocol.errors import ErrorCode, KafkaError
 
+from . import tables_cli
 from .admin_client import RESOURCE_TOPIC, AdminClient, PartitionInfo, TopicInfo, format_uuid
 from .command import CommandError, Parser, UsageError, connect_admin, run
 
@@ -149,6 +150,31 @@ def _ensure_found(topics: list[TopicInfo], pattern: str | None, if_exists: bool)
         raise CommandError(f"Topic '{pattern}' does not exist as expected")
 
 
+class _TableLag:
+    """The Iceberg table lines under a table topic (``krait.iceberg.mode`` set): its lag,
+    from the brokers' catalog (:mod:`broker.tools.tables_cli`), opened once; when that
+    catalog cannot be read from here, one line saying why."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self.admin = admin
+        self._catalog = None
+        self._place: tables_cli.CatalogPlace | None = None
+        self._error: str | None = None
+
+    def lines(self, topic: str, mode: str) -> list[str]:
+        if self._catalog is None and self._error is None:
+            try:
+                self._place = tables_cli.catalog_place(self.admin, argparse.Namespace(
+                    catalog_uri=None, warehouse=None, namespace=None, log_dirs=None))
+                self._catalog = self._place.open()
+            except (CommandError, KafkaError) as exc:
+                self._error = str(exc)
+        if self._error is not None or self._place is None:
+            return [f"\tIcebergTable: {topic}\tMode: {mode}\tLag: unknown ({self._error})"]
+        return ["\t" + line for line in tables_cli.table_lines(self.admin, topic, mode, self._catalog,
+                                                               self._place.namespace)]
+
+
 def _check_report_options(args: argparse.Namespace) -> None:
     """The --describe filters go with --describe only (kafka-topics.sh's check and message)."""
     if args.describe:
@@ -191,10 +217,14 @@ def _topics_body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _ensure_found(topics, args.topic, args.if_exists)
             filtered = args.under_replicated_partitions or args.unavailable_partitions
             live = admin.node_ids()  # the brokers of the Metadata response _matching_topics read
+            tables = _TableLag(admin)
             for t in topics:
-                lines = describe_topic_lines(t, None if filtered else admin.topic_configs(t.name),
-                                             under_replicated=args.under_replicated_partitions,
+                configs = None if filtered else admin.topic_configs(t.name)
+                lines = describe_topic_lines(t, configs, under_replicated=args.under_replicated_partitions,
                                              unavailable=args.unavailable_partitions, live_brokers=live)
+                mode = (configs or {}).get(tables_cli.MODE_KEY)
+                if mode and mode != "disabled":
+                    lines = [*lines, *tables.lines(t.name, mode)]
                 for line in lines:
                     print(line, file=out)
             return 0
