@@ -66,23 +66,45 @@ the manifests that snapshot wrote). Old ``metadata.json`` files are pyiceberg's 
 upkeep sets ``write.metadata.delete-after-commit.enabled`` on the table (Iceberg keeps the last
 100), else every commit left one behind.
 
+**Calling it.** Every ``krait.iceberg.upkeep.interval.ms`` (5 min), for each table this
+broker writes (in a cluster, one broker per table is enough, e.g. the leader of its lowest
+partition; two at once are safe, they only conflict)::
+
+    report = await asyncio.to_thread(run_topic_upkeep, catalog, topic, namespace,
+                                     settings=UpkeepSettings.from_config(broker.config),
+                                     orphans=<an hour since this table's last orphan scan>)
+
+It loads a ``Table`` of its own (the writer's is another thread's); the writer needs no
+change: its next commit after a compaction fails once on the new snapshot and is made again.
+
 Cost when there is nothing to do: reading the current snapshot's manifests (a few, merged)
 and comparing timestamps; the orphan scan lists the data directory and, when some file is
 older than the age, reads the manifests of the oldest and current snapshots and of the
 replaces kept, so the caller runs it less often (``orphans=`` of :func:`run_upkeep`).
 
-Measured (``tests/tables/test_upkeep.py::test_measure_scan_before_and_after``, environment
-variable ``KRAIT_UPKEEP_MEASURE=1``; a shared 2-core machine, local warehouse, SQLite catalog):
-a table of 360 appends of 1,000 rows each (one Kafka partition, one hour, 16-byte keys and
-100-byte values; 360 files of ~31 KB), read back whole by pyiceberg ``scan().to_arrow()``:
+Measured (``tests/tables/test_upkeep.py::test_measure_scan_before_and_after``, run with
+``KRAIT_UPKEEP_MEASURE=1``; a 2-core machine shared with three other test runs, load ~11, so
+two runs are shown): a table of 360 appends of 1,000 rows each (one Kafka partition, one hour,
+~10-byte keys, 100-byte values; 360 Parquet files of ~13 KB), read back whole (360,000 rows) by
+pyiceberg ``scan().to_arrow()``, median of 3 scans:
 
-    ==========================  ===============  ==============
-    table                       files            scan, median 3
-    ==========================  ===============  ==============
-    before compaction           360              see below
-    after compaction            1                see below
-    compaction itself (1 run)   360 -> 1
-    ==========================  ===============  ==============
+    ====================  =========================  ============  ============
+    table                 files                      scan, run 1   scan, run 2
+    ====================  =========================  ============  ============
+    before compaction     360 (13 KB each, 4.8 MB)   1.41 s        0.78 s
+    after compaction      1 (2.4 MB)                 0.24 s        0.30 s
+    the compaction        360 -> 1, one commit       2.98 s        3.95 s
+    ====================  =========================  ============  ============
+
+**Snapshot count, measured, and what it means for the retention.** pyiceberg 0.12 copies the
+whole table metadata (every snapshot) several times per commit, and the metadata file grows
+by ~850 bytes per snapshot. One writer append (``TableWriter.append``, 5 rows) on the machine
+above took 0.27 s with 110 snapshots, 0.85 s with 410 and 1.8 s with 1,010 (~1.8 ms per
+snapshot); through :class:`_Transaction` (no copy while nothing is staged) 0.07, 0.23 and
+0.56 s. At one commit per 10 s, Iceberg's 5-day retention keeps ~43,000 snapshots: a ~37 MB
+metadata file and a commit of about a minute, far over the interval. The key keeps Iceberg's
+default as asked, but a table written every 10 s needs a retention of about an hour
+(~360 snapshots) until commits stop copying the metadata.
 """
 
 from __future__ import annotations
