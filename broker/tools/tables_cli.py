@@ -165,28 +165,39 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def table_topics(admin: AdminClient, pattern: str | None) -> dict[str, str]:
-    """topic -> its krait.iceberg.mode, for the topics whose mode is not disabled."""
+def topic_modes(admin: AdminClient, pattern: str | None) -> dict[str, str]:
+    """topic -> its krait.iceberg.mode (``disabled`` when not set), for the matching topics."""
     out = {}
     rx = re.compile(pattern) if pattern else None
     for t in admin.list_topics():
-        if rx is not None and not rx.fullmatch(t.name):
-            continue
-        mode = admin.topic_configs(t.name).get(MODE_KEY)
-        if mode and mode != "disabled":
-            out[t.name] = mode
+        if rx is None or rx.fullmatch(t.name):
+            out[t.name] = admin.topic_configs(t.name).get(MODE_KEY) or "disabled"
     return out
 
 
+def _existing_tables(catalog: Any, namespace: str) -> set[str]:
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    try:
+        return {ident[-1] for ident in catalog.list_tables(namespace)}
+    except NoSuchNamespaceError:
+        return set()
+
+
 def _body(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tables.catalog import table_name
+
     with connect_admin(args) as admin:
-        topics = table_topics(admin, args.topic)
-        if not topics:
-            print("No table topics (no topic has krait.iceberg.mode set).", file=out)
-            return 0
+        modes = topic_modes(admin, args.topic)
         place = catalog_place(admin, args)
         catalog = place.open()
-        for topic, mode in sorted(topics.items()):
+        existing = _existing_tables(catalog, place.namespace)
+        # a topic whose mode went back to disabled keeps its table (and its lag grows)
+        shown = {t: m for t, m in modes.items() if m != "disabled" or table_name(t) in existing}
+        if not shown:
+            print("No table topics (no topic has krait.iceberg.mode set, and no table is in the catalog).", file=out)
+            return 0
+        for topic, mode in sorted(shown.items()):
             for line in table_lines(admin, topic, mode, catalog, place.namespace, snapshots=args.snapshots):
                 print(line, file=out)
     return 0
