@@ -18,7 +18,8 @@ the hour's bytes written in all; 5: ~36 times), while a reader of that hour open
 ~N + a few files. Rows keep their order: sorted by offset within a Kafka partition. When the
 inputs are single-Kafka-partition files with disjoint offset ranges (the default spec) they are
 streamed one file at a time (memory: one row group of the output); otherwise a bin of at most
-the target size is sorted in memory. All the partitions compacted by one run go in **one
+the target size is sorted in memory. Files of different schema versions (a column added in
+the middle of an hour) are rewritten apart, each keeping its schema. All the partitions compacted by one run go in **one
 replace commit** (Iceberg's ``replace`` operation: same rows, other files), which:
 
 - carries the ``krait.offset.<partition>`` properties of its parent (those
@@ -479,18 +480,25 @@ def _sorted(rows: pa.Table, has_sort: bool) -> pa.Table:
     return rows.sort_by([(SORT_COLUMNS[0], "ascending"), (SORT_COLUMNS[1], "ascending")])
 
 
-def _rewrite_bin(table: Table, b: list[_Input], n: int) -> DataFile | None:
-    """One new file holding the rows of the bin's files, next to them; None (and nothing
-    left behind) when the files cannot be merged (their schemas differ)."""
-    has_sort = all(_field_id(table, c) is not None for c in SORT_COLUMNS)
-    schemas = []
+def _schema_runs(table: Table, b: list[_Input]) -> list[tuple[pa.Schema, list[_Input]]]:
+    """The bin cut where the files' schema changes (a schema evolution in the middle of an
+    hour): files of one schema version go together, each run keeps its own."""
+    runs: list[tuple[pa.Schema, list[_Input]]] = []
     for i in b:
         with table.io.new_input(i.file.file_path).open() as f:
-            schemas.append(pq.read_schema(f))
-    if any(_schema_key(s) != _schema_key(schemas[0]) for s in schemas[1:]):
-        return None
+            schema = pq.read_schema(f)
+        if runs and _schema_key(runs[-1][0]) == _schema_key(schema):
+            runs[-1][1].append(i)
+        else:
+            runs.append((schema, [i]))
+    return runs
+
+
+def _rewrite(table: Table, schema: pa.Schema, b: list[_Input], n: int) -> DataFile:
+    """One new file holding the rows of the files of ``b`` (one schema), next to them."""
+    has_sort = all(_field_id(table, c) is not None for c in SORT_COLUMNS)
     path = posixpath.join(posixpath.dirname(b[0].file.file_path), f"compacted-{uuid.uuid4()}-{n}.parquet")
-    out = _ParquetOut(table, path, schemas[0])
+    out = _ParquetOut(table, path, schema)
     try:
         if _streamable(b, has_sort):
             for i in b:
@@ -519,13 +527,11 @@ def compact(table: Table, now_ms: int, settings: UpkeepSettings, report: UpkeepR
     written: list[DataFile] = []
     removed: list[DataFile] = []
     try:
-        for n, b in enumerate(bins):
-            new = _rewrite_bin(table, b, n)
-            if new is None:
-                report.skipped.append(f"compaction: files of different schemas in {b[0].file.partition}")
-                continue
-            written.append(new)
-            removed.extend(i.file for i in b)
+        for b in bins:
+            for schema, run in _schema_runs(table, b):
+                if len(run) >= 2:
+                    written.append(_rewrite(table, schema, run, len(written)))
+                    removed.extend(i.file for i in run)
     except BaseException:
         _delete(table, [f.file_path for f in written])
         raise

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.snapshots import Operation
+from pyiceberg.types import StringType
 
 from tables.catalog import open_catalog
 from tables.layout import KEY_VALUE_ARROW_SCHEMA
@@ -132,6 +133,27 @@ def test_partitions_are_kafka_partition_and_hour(catalog):
     table.refresh()
     assert len(data_files(table)) == 2  # one per hour
     assert [o for _, o, _ in content(table)] == list(range(120))
+
+
+def test_a_schema_evolution_inside_an_hour(catalog):
+    """Files before and after a new column are compacted apart, each keeping its schema."""
+    w = TableWriter(catalog, "evolve")
+    ends = fill(w, 6, 10, partitions=(0,))
+    table = w.refresh()
+    with table.update_schema() as u:
+        u.add_column("extra", StringType())
+    for _ in range(6):
+        t, end = rows(0, ends[0], 10)
+        t = t.append_column(pa.field("extra", pa.string()), pa.array([f"e{o}" for o in range(ends[0], end)]))
+        table.append(t, snapshot_properties={"krait.offset.0": str(end)})
+        ends[0] = end
+    before = table.scan().to_arrow().sort_by("offset")
+    report = compact(table, TS, SMALL)
+    assert report.files_rewritten == 12 and report.files_written == 2
+    after = table.refresh().scan().to_arrow().sort_by("offset")
+    assert after.to_pylist() == before.to_pylist()
+    assert after["extra"].to_pylist() == [None] * 60 + [f"e{o}" for o in range(60, 120)]
+    assert len(data_files(table)) == 2
 
 
 def test_a_writer_commit_between_plan_and_commit(catalog, tmp_path):
