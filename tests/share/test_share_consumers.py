@@ -72,7 +72,12 @@ def test_more_members_than_partitions_each_record_accepted_once(share_broker, cl
     got = [r for m in members for r in m.records]
     accepted = Counter(r["v"] for r in got if r["a"] == "ACCEPT")
     assert set(accepted) == set(values)
-    twice = [v for v, n in accepted.items() if n > 1][:10]
+    # Accepted twice only when the first acceptance was not confirmed (the member's
+    # acknowledgement failed, e.g. its partition moved to another member as the group
+    # settled, and the record's lock ran out): Kafka delivers such a record again. An
+    # acceptance the broker confirmed is final.
+    confirmed_accepts = Counter(r["v"] for r in got if r["a"] == "ACCEPT" and r["ok"])
+    twice = [v for v, n in confirmed_accepts.items() if n > 1][:10]
     assert not twice, [(i, r) for i, m in enumerate(members) for r in m.records if r["v"] in twice]
     # three members share two partitions: at least two of them received records
     assert sum(1 for m in members if m.records) >= 2
