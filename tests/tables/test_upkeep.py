@@ -253,6 +253,10 @@ def test_expiry_keeps_the_offsets_when_the_writers_snapshots_go(catalog, tmp_pat
     assert report.snapshots_expired == 1 and len(table.refresh().snapshots()) == 1
     assert not any(os.path.exists(f) for f in small_files)
     assert len(lists_before - {f for f in os.listdir(meta) if f.startswith("snap-")}) == 10
+    # the manifests left on disk are the ones the remaining snapshot lists
+    manifests = {m.manifest_path.removeprefix("file://") for m in table.current_snapshot().manifests(table.io)}
+    assert {os.path.join(meta, f) for f in os.listdir(meta) if f.endswith(".avro") and not f.startswith("snap-")} \
+        == manifests
     assert content(table) == expected(ends)
     w2 = TableWriter(open_catalog(str(tmp_path / "logs")), "exp")
     assert w2.committed_offsets() == ends
