@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from protocol import apis
 
+from .tables.lag import table_lags
+
 if TYPE_CHECKING:
     from .broker import Broker
 
@@ -173,8 +175,6 @@ class KafkaCollector:
         """Iceberg table topics, per partition this broker leads: the records the table lacks
         (up to the last stable offset), the age of the oldest of them, and the table's offset
         (broker/tables/lag.py)."""
-        from .tables.lag import table_lags
-
         labels = ["topic", "partition"]
         behind = _family("gauge", "krait_iceberg_table_lag_offsets",
                          "Committed records of the partition its Iceberg table does not hold yet", labels)
