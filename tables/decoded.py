@@ -205,6 +205,8 @@ def _avro_codec(s: RegistrySchema) -> _Codec:
     except Exception as exc:  # fastavro's SchemaParseException and friends
         raise SchemaMapError(f"fastavro cannot read the Avro schema: {exc}") from None
 
+    reader, named = schemaless_reader, mapped.named_unions
+
     def read(data: bytes, starts: list[int], ends: list[int], prefixed: bool) -> list[object]:
         # one stream for the whole group, each record read from its own start: a record
         # that fails or ends elsewhere than its payload does cannot shift the next one.
@@ -214,7 +216,7 @@ def _avro_codec(s: RegistrySchema) -> _Codec:
         for start, end in zip(starts, ends, strict=True):
             buf.seek(start)
             try:
-                value = schemaless_reader(buf, parsed, None)
+                value = reader(buf, parsed, None, return_named_type=named)
             except Exception as exc:  # fastavro's errors on malformed bytes (EOFError, ValueError, ...)
                 out.append(exc)
                 continue

@@ -9,7 +9,11 @@ record                                 struct (fields in order)
 array / map                            list / map<string, ...>
 union [null, X] (either order)         X
 union [int, long] / [float, double]    long / double
-any other union, recursive records     not mapped: the record goes to the DLQ
+any other union                        struct of its members but null, each field
+                                       named by the member's type (a named type's
+                                       short name, else int, string, array, map...),
+                                       the member written set, the others null
+recursive records                      not mapped: the record goes to the DLQ
 enum / string / uuid                   string
 bytes / fixed                          binary
 int, long, float, double, boolean      int, long, float, double, boolean
@@ -103,6 +107,8 @@ class MappedSchema:
     struct: StructType
     columns: list[tuple[str, str]]  # (field name, column name)
     shape: Callable[[object], object] | None = None
+    #: Avro with general unions: values are read with fastavro's return_named_type
+    named_unions: bool = False
 
     def as_schema(self) -> Schema:
         """The columns as an Iceberg schema (top-level names are the column names)."""
@@ -152,12 +158,21 @@ def _full_name(name: str, namespace: str | None) -> str:
     return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
+Shaper = Callable[[object], object]
+
+
 class _Avro:
-    def __init__(self) -> None:
+    """Maps an Avro schema to Iceberg types, each with its shaper: what turns a value
+    fastavro decoded into Arrow's input (None: the value is that already). ``named``: the
+    values are read with fastavro's ``return_named_type`` (a general union's named member
+    arrives as ``(full name, value)``), which the schema needs when it has a general union."""
+
+    def __init__(self, named: bool = False) -> None:
         self.ids = _Ids()
-        self.named: dict[str, tuple[dict, str | None]] = {}
+        self.named_types: dict[str, tuple[dict, str | None]] = {}
         self.active: list[str] = []
-        self.maps = False  # a map somewhere: decoded dicts become (key, value) pairs
+        self.named = named
+        self.general_unions = False
 
     def define(self, schema: object, namespace: str | None) -> None:
         if isinstance(schema, list):
@@ -168,7 +183,7 @@ class _Avro:
             if t in _NAMED:
                 full = _full_name(schema["name"], schema.get("namespace", namespace))
                 ns = full.rpartition(".")[0] or None
-                self.named.setdefault(full, (schema, ns))
+                self.named_types.setdefault(full, (schema, ns))
                 for f in schema.get("fields", ()) if t in ("record", "error") else ():
                     self.define(f["type"], ns)
             elif t == "array":
@@ -178,17 +193,21 @@ class _Avro:
             elif isinstance(t, list | dict):
                 self.define(t, namespace)
 
-    def type_of(self, schema: object, namespace: str | None) -> IcebergType:
-        if isinstance(schema, str):
-            if schema in _AVRO_PRIMITIVES:
-                return _AVRO_PRIMITIVES[schema]
-            if schema == "null":
-                raise SchemaMapError("an Avro null type outside a union has no column type")
-            full = _full_name(schema, namespace)
-            found = self.named.get(full) or self.named.get(schema)
+    def resolve(self, schema: object, namespace: str | None) -> tuple[object, str | None]:
+        """A type name as the definition it names (and that definition's namespace)."""
+        if isinstance(schema, str) and schema not in _AVRO_PRIMITIVES and schema != "null":
+            found = self.named_types.get(_full_name(schema, namespace)) or self.named_types.get(schema)
             if found is None:
                 raise SchemaMapError(f"unknown Avro type {schema!r}")
-            return self.type_of(found[0], found[1])
+            return found
+        return schema, namespace
+
+    def type_of(self, schema: object, namespace: str | None) -> tuple[IcebergType, Shaper | None]:
+        schema, namespace = self.resolve(schema, namespace)
+        if isinstance(schema, str):
+            if schema == "null":
+                raise SchemaMapError("an Avro null type outside a union has no column type")
+            return _AVRO_PRIMITIVES[schema], None
         if isinstance(schema, list):
             return self.union(schema, namespace)
         if not isinstance(schema, dict):
@@ -203,31 +222,35 @@ class _Avro:
                 raise SchemaMapError(f"Avro record {full} is recursive: Iceberg has no type for it")
             self.active.append(full)
             ns = full.rpartition(".")[0] or None
-            fields = [_optional(self.ids, f["name"], self.type_of(f["type"], ns)) for f in schema.get("fields", ())]
+            mapped = [(f["name"], *self.type_of(f["type"], ns)) for f in schema.get("fields", ())]
             self.active.pop()
-            return StructType(*fields)
+            struct = StructType(*[_optional(self.ids, n, ft) for n, ft, _ in mapped])
+            if all(sh is None for _, _, sh in mapped):
+                return struct, None
+            return struct, _record_shaper([(n, sh) for n, _, sh in mapped])
         if t == "enum":
-            return StringType()
+            return StringType(), None
         if t == "fixed":
-            return self.decimal(schema) if lt == "decimal" else BinaryType()
+            return (self.decimal(schema) if lt == "decimal" else BinaryType()), None
         if t == "array":
-            return ListType(self.ids(), self.type_of(schema["items"], namespace), element_required=False)
+            et, esh = self.type_of(schema["items"], namespace)
+            return ListType(self.ids(), et, element_required=False), _list_shaper(esh) if esh else None
         if t == "map":
-            self.maps = True
-            return MapType(self.ids(), StringType(), self.ids(), self.type_of(schema["values"], namespace),
-                           value_required=False)
+            vt, vsh = self.type_of(schema["values"], namespace)
+            return (MapType(self.ids(), StringType(), self.ids(), vt, value_required=False),
+                    _pairs_shaper(vsh))  # Arrow's map type takes (key, value) pairs
         if t in _AVRO_PRIMITIVES:
             if t == "int" and lt == "date":
-                return DateType()
+                return DateType(), None
             if t == "int" and lt == "time-millis" or t == "long" and lt == "time-micros":
-                return TimeType()
+                return TimeType(), None
             if t == "long" and lt in ("timestamp-millis", "timestamp-micros"):
-                return TimestamptzType()
+                return TimestamptzType(), None
             if t == "long" and lt in ("local-timestamp-millis", "local-timestamp-micros"):
-                return TimestampType()
+                return TimestampType(), None
             if t == "bytes" and lt == "decimal":
-                return self.decimal(schema)
-            return _AVRO_PRIMITIVES[t]
+                return self.decimal(schema), None
+            return _AVRO_PRIMITIVES[t], None
         raise SchemaMapError(f"unknown Avro type {t!r}")
 
     @staticmethod
@@ -237,50 +260,133 @@ class _Avro:
             return DecimalType(p, s)
         return BinaryType()
 
-    def union(self, branches: list, namespace: str | None) -> IcebergType:
+    def union(self, branches: list, namespace: str | None) -> tuple[IcebergType, Shaper | None]:
         members = [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
+        if not members:
+            raise SchemaMapError("an Avro union of null alone has no column type")
         if len(members) == 1:
-            return self.type_of(members[0], namespace)
+            t, sh = self.type_of(members[0], namespace)
+            if not self.named or not self._is_named(members[0], namespace):
+                return t, sh
+            return t, _unwrap_shaper(sh)  # read as (name, value) under return_named_type
         kinds = {m if isinstance(m, str) else m.get("type") for m in members}
         if len(members) == 2 and kinds == {"int", "long"}:
-            return LongType()
+            return LongType(), None
         if len(members) == 2 and kinds == {"float", "double"}:
-            return DoubleType()
-        raise SchemaMapError(f"Avro union {json.dumps(branches)} has no column type here (only [null, X], "
-                             f"[int, long] and [float, double] are mapped)")
+            return DoubleType(), None
+        return self.general_union(members, namespace)
+
+    def _is_named(self, schema: object, namespace: str | None) -> bool:
+        schema, _ = self.resolve(schema, namespace)
+        return isinstance(schema, dict) and schema.get("type") in _NAMED
+
+    def general_union(self, members: list, namespace: str | None) -> tuple[IcebergType, Shaper | None]:
+        """A struct with a field per member, named by the member's type (a named type's
+        short name; ``int``, ``string``, ``array``, ``map``... otherwise), so that a member
+        added later is a new field rather than a renumbering; the member written is set,
+        the others null."""
+        self.general_unions = True
+        fields, by_name, by_kind = [], {}, {}
+        for m in members:
+            resolved, ns = self.resolve(m, namespace)
+            t, sh = self.type_of(m, namespace)
+            if isinstance(resolved, dict) and resolved.get("type") in _NAMED:
+                full = _full_name(resolved["name"], resolved.get("namespace", ns))
+                name = full.rpartition(".")[2]
+                by_name[full] = (name, sh)
+            else:
+                kind = resolved if isinstance(resolved, str) else resolved.get("type")
+                name = str(kind)
+                by_kind[name] = (name, sh)
+            if any(f.name == name for f in fields):
+                raise SchemaMapError(f"Avro union members {json.dumps(members)} share the name {name}")
+            fields.append(_optional(self.ids, name, t))
+        return StructType(*fields), _union_shaper(by_name, by_kind)
 
 
-def _map_pairs(value: object, t: IcebergType) -> object:
-    """A decoded value with its maps as (key, value) pairs, which Arrow's map type takes."""
+def _record_shaper(fields: list[tuple[str, Shaper | None]]) -> Shaper:
+    def shape(v: object) -> object:
+        if v is None:
+            return None
+        return {n: (sh(v.get(n)) if sh is not None else v.get(n)) for n, sh in fields}  # type: ignore[union-attr]
+    return shape
+
+
+def _list_shaper(item: Shaper) -> Shaper:
+    return lambda v: None if v is None else [item(x) for x in v]  # type: ignore[union-attr]
+
+
+def _pairs_shaper(value: Shaper | None) -> Shaper:
     if value is None:
-        return None
-    if isinstance(t, StructType):
-        return {f.name: _map_pairs(value.get(f.name), f.field_type) for f in t.fields}  # type: ignore[union-attr]
-    if isinstance(t, ListType):
-        return [_map_pairs(v, t.element_type) for v in value]  # type: ignore[union-attr]
-    if isinstance(t, MapType):
-        return [(k, _map_pairs(v, t.value_type)) for k, v in value.items()]  # type: ignore[union-attr]
-    return value
+        return lambda v: None if v is None else list(v.items())  # type: ignore[union-attr]
+    return lambda v: None if v is None else [(k, value(x)) for k, x in v.items()]  # type: ignore[union-attr]
+
+
+def _unwrap_shaper(inner: Shaper | None) -> Shaper:
+    def shape(v: object) -> object:
+        if isinstance(v, tuple):
+            v = v[1]
+        return inner(v) if inner is not None else v
+    return shape
+
+
+# Python type of a decoded union member -> the Avro kinds it may be, in order of preference
+_PY_KINDS: list[tuple[type, tuple[str, ...]]] = [
+    (bool, ("boolean",)), (int, ("long", "int")), (float, ("double", "float")), (str, ("string",)),
+    (bytes, ("bytes",)), (list, ("array",)), (dict, ("map",)),
+]
+
+
+def _union_shaper(by_name: dict[str, tuple[str, Shaper | None]],
+                  by_kind: dict[str, tuple[str, Shaper | None]]) -> Shaper:
+    """The value of a general union (read with return_named_type: a named member as
+    ``(full name, value)``, any other as its Python value) as the struct of its members."""
+    def shape(v: object) -> object:
+        if v is None:
+            return None
+        if isinstance(v, tuple):
+            found = by_name.get(v[0])
+            v = v[1]
+        else:
+            found = None
+            for py, kinds in _PY_KINDS:
+                if isinstance(v, py):
+                    found = next((by_kind[k] for k in kinds if k in by_kind), None)
+                    break
+        if found is None:
+            raise ValueError(f"no member of the union holds a {type(v).__name__}")
+        name, sh = found
+        return {name: sh(v) if sh is not None else v}
+    return shape
 
 
 def avro_columns(schema_text: str, references: tuple[tuple[str, str], ...] = ()) -> MappedSchema:
-    """The columns of an Avro record schema (its references' named types defined first)."""
-    m = _Avro()
+    """The columns of an Avro record schema (its references' named types defined first).
+    ``MappedSchema.named_unions``: read the values with fastavro's ``return_named_type``."""
     try:
-        for _, text in references:
-            m.define(json.loads(text), None)
+        defs = [json.loads(text) for _, text in references]
         root = json.loads(schema_text)
-    except (json.JSONDecodeError, TypeError, KeyError) as exc:
+    except (json.JSONDecodeError, TypeError) as exc:
         raise SchemaMapError(f"the Avro schema cannot be read: {exc}") from None
-    m.define(root, None)
-    t = m.type_of(root, None)
+
+    def run(named: bool) -> tuple[_Avro, IcebergType, Shaper | None]:
+        m = _Avro(named)
+        try:
+            for d in defs:
+                m.define(d, None)
+            m.define(root, None)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SchemaMapError(f"the Avro schema cannot be read: {exc!r}") from None
+        return (m, *m.type_of(root, None))
+
+    m, t, shape = run(False)
+    if m.general_unions:  # the shapers must then also unwrap the (name, value) of [null, Named]
+        m, t, shape = run(True)
     if not isinstance(t, StructType):
         raise SchemaMapError(f"the value schema is an Avro {t}, not a record: it has no fields to make columns of")
-    shape = None
-    if m.maps:
-        def shape(v: object, _t: StructType = t) -> object:
-            return _map_pairs(v, _t)
-    return _mapped(t, shape)
+    out = _mapped(t, shape)
+    out.named_unions = m.general_unions
+    return out
 
 
 # --- JSON Schema ----------------------------------------------------------------------------

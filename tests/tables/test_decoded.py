@@ -183,7 +183,8 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     reg.add(1, ORDER_V1)
     reg.add(3, ORDER_CLASH)
     reg.add(4, 'syntax = "proto3"; message M { int32 a = 1; } message N { string b = 1; }', "PROTOBUF")
-    reg.add(5, {"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]})
+    # a recursive record: no Iceberg type
+    reg.add(5, {"type": "record", "name": "U", "fields": [{"name": "next", "type": ["null", "U"]}]})
     good = avro(ORDER_V1, order(0), 1)
     values = [
         good,
@@ -194,7 +195,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
         good + b"\x00",  # trailing bytes
         avro(ORDER_CLASH, {"id": 1, "region": 5}, 3),  # region int: clashes with the string column
         b"\x00" + struct.pack(">I", 4) + b"\x02\x02\x0a\x01x",  # Protobuf message N: only the first is decoded
-        avro({"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}, {"u": 1}, 5),
+        avro({"type": "record", "name": "U", "fields": [{"name": "next", "type": ["null", "U"]}]}, {"next": None}, 5),
         good,
     ]
     t = TopicTable(catalog, "shop.orders", reg, mode=VALUE_SCHEMA_ID_PREFIX, grace_s=0)
@@ -216,7 +217,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     assert errors[6] == "schema id 3 does not fit the table: column region is string in the table, int in the " \
                         "record's schema"
     assert "message indexes [1]: only the schema's first message" in errors[7]
-    assert "union" in errors[8]
+    assert "recursive" in errors[8]
     assert {d["offset"]: d["value"] for d in dlq}[1] == b"plain text"
     assert all(d["key"] == b"k%d" % d["offset"] and d["partition"] == 0 for d in dlq)
     assert snapshot_offsets(t.dlq.table) == {0: 10}
@@ -257,6 +258,46 @@ def test_an_id_above_the_registrys_highest_is_held_back_for_a_while(catalog):
     assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 6}
     assert [d["offset"] for d in rows_of(t.dlq)] == [1, 4]
     assert [g["offset"] for g in rows_of(t.main)] == [0, 2, 3, 5]
+
+
+def test_avro_general_unions_become_structs_of_their_members(catalog):
+    point = {"type": "record", "name": "Point", "namespace": "geo", "fields": [{"name": "x", "type": "int"}]}
+    schema = {"type": "record", "name": "Shape", "namespace": "geo", "fields": [
+        {"name": "v", "type": ["null", "int", "string", point, {"type": "array", "items": "long"}]},
+        {"name": "opt", "type": ["null", "Point"]},  # a nullable named type: read as (name, value) here
+        {"name": "m", "type": {"type": "map", "values": ["null", "string", "Point"]}},
+        {"name": "color", "type": ["null", {"type": "enum", "name": "Color", "symbols": ["R", "G"]}, "string"]},
+    ]}
+    reg = Registry()
+    reg.add(1, schema)
+    values = [
+        {"v": 7, "opt": {"x": 1}, "m": {"a": "s", "b": {"x": 2}, "c": None}, "color": "G"},
+        {"v": "seven", "opt": None, "m": {}, "color": None},
+        {"v": {"x": 3}, "opt": None, "m": {}, "color": "G"},
+        {"v": [1, 2], "opt": None, "m": {}, "color": None},
+        {"v": None, "opt": None, "m": {}, "color": None},
+    ]
+    # a string and an enum symbol differ on the wire only: write one of each explicitly
+    values[2]["color"] = ("geo.Color", "G")
+    values[0]["color"] = "plain"
+    t = TopicTable(catalog, "shapes", reg, mode=VALUE_SCHEMA_ID_PREFIX)
+    r = region(0, [avro(schema, v, 1) for v in values])
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX)
+    v_type = t.main.table.schema().find_field("v").field_type
+    assert [f.name for f in v_type.fields] == ["int", "string", "Point", "array"]
+    got = rows_of(t.main)
+    assert [g["v"] for g in got] == [
+        {"int": 7, "string": None, "Point": None, "array": None},
+        {"int": None, "string": "seven", "Point": None, "array": None},
+        {"int": None, "string": None, "Point": {"x": 3}, "array": None},
+        {"int": None, "string": None, "Point": None, "array": [1, 2]},
+        None]
+    assert got[0]["opt"] == {"x": 1} and got[1]["opt"] is None
+    assert got[0]["m"] == [("a", {"string": "s", "Point": None}), ("b", {"string": None, "Point": {"x": 2}}),
+                           ("c", None)]
+    assert [g["color"] for g in got[:3]] == [{"Color": None, "string": "plain"}, None,
+                                             {"Color": "G", "string": None}]
+    assert not catalog.table_exists(table_identifier("shapes~dlq"))
 
 
 def test_value_schema_latest_decodes_bare_payloads_with_the_subjects_latest(catalog):
