@@ -254,8 +254,13 @@ class PgRelay:
         buf = bytearray()
         try:
             while data := src.recv(65536):
+                # looked at before forwarding: the client sends the held query only once it
+                # has the answer to its previous one, so bytes that arrive before the hold
+                # cannot be that query's answer (they are not forwarded yet), and bytes
+                # that arrive after it can only be
+                after_hold = watch.is_set()
                 dst.sendall(data)
-                if not watch.is_set() or self.answered.is_set():
+                if not after_hold or self.answered.is_set():
                     continue
                 buf += data  # after the held query: find its CommandComplete ('C')
                 while len(buf) >= 5:
