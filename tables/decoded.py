@@ -395,8 +395,12 @@ class ValueDecoder:
         parts_idx: list[np.ndarray] = []
         parts_cols: list[dict[str, pa.Array]] = []
         for idx, codec in groups:
-            got, cols, bad, errs = self._decode_group(values, idx, skip, codec, columns,
-                                                      mode == VALUE_SCHEMA_ID_PREFIX)
+            try:
+                got, cols, bad, errs = self._decode_group(values, idx, skip, codec, columns,
+                                                          mode == VALUE_SCHEMA_ID_PREFIX)
+            except Exception as exc:  # whatever it is, the group's records must not hold the topic up
+                to_dlq(idx, f"decoding failed: {type(exc).__name__}: {exc}")
+                continue
             to_dlq(bad, errs)
             if len(got):
                 parts_idx.append(got)
