@@ -270,9 +270,10 @@ _SERVER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("krait.iceberg.compaction.min.input.files", INT, "100", AtLeast(2), LOW, READ_ONLY,
               "a table partition is compacted once it holds this many small files (or 2 once no file came for "
               "15 minutes)"),
-    ConfigKey("krait.iceberg.snapshot.retention.ms", LONG, "432000000", AtLeast(0), MEDIUM, READ_ONLY,
-              "table snapshots older than this are expired and the files only they used deleted (Iceberg's "
-              "history.expire.max-snapshot-age-ms, 5 days); the current snapshot and its parent are always kept"),
+    ConfigKey("krait.iceberg.snapshot.retention.ms", LONG, "3600000", AtLeast(0), MEDIUM, READ_ONLY,
+              "table snapshots older than this are expired and the files only they used deleted; the current "
+              "snapshot and its parent are always kept (1 hour, not Iceberg's 5 days: a commit every 10 s costs "
+              "more with every snapshot kept, see tables/upkeep.py)"),
     ConfigKey("krait.iceberg.orphan.file.age.ms", LONG, "259200000", AtLeast(60000), LOW, READ_ONLY,
               "data files no snapshot references are deleted once this old (a failed commit's; Iceberg's "
               "remove_orphan_files default, 3 days)"),

@@ -46,8 +46,8 @@ A table with delete files (row-level deletes by another engine) is not compacted
 files of an older partition spec or another file format.
 
 **Snapshot expiry** (:func:`expire_snapshots`). Snapshots older than
-``krait.iceberg.snapshot.retention.ms`` (Iceberg's ``history.expire.max-snapshot-age-ms``
-default, 5 days) are removed with pyiceberg's ``ExpireSnapshots`` (``table.maintenance.expire_snapshots()``), always
+``krait.iceberg.snapshot.retention.ms`` (1 hour; Iceberg's ``history.expire.max-snapshot-age-ms``
+is 5 days, too many snapshots for a commit every 10 s: see below) are removed with pyiceberg's ``ExpireSnapshots`` (``table.maintenance.expire_snapshots()``), always
 keeping the current snapshot and its parent (``min_snapshots``, 2) and the nearest ancestor
 carrying Krait's offsets. Only the oldest part of the history goes (at most 1,000 snapshots a
 run), so, the history being one line of appends and replaces, a file one of them used is still
@@ -103,9 +103,10 @@ by ~850 bytes per snapshot. One writer append (``TableWriter.append``, 5 rows) o
 above took 0.27 s with 110 snapshots, 0.85 s with 410 and 1.8 s with 1,010 (~1.8 ms per
 snapshot); through :class:`_Transaction` (no copy while nothing is staged) 0.07, 0.23 and
 0.56 s. At one commit per 10 s, Iceberg's 5-day retention keeps ~43,000 snapshots: a ~37 MB
-metadata file and a commit of about a minute, far over the interval. The key keeps Iceberg's
-default as asked, but a table written every 10 s needs a retention of about an hour
-(~360 snapshots) until commits stop copying the metadata.
+metadata file and a commit of about a minute, far over the interval. So the key's default is
+one hour (~360 snapshots), not Iceberg's 5 days; time travel and incremental reads reach that
+far back. A query that reads an old snapshot for longer than the retention may find files of
+it deleted once a compaction replaced them and its snapshot expired.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ class UpkeepSettings:
     small_file_ratio: float = 0.75
     #: Parquet bytes rewritten per run at most (a backlog is worked off over several runs)
     max_rewrite_bytes: int = 1 << 30
-    snapshot_retention_ms: int = 5 * DAY_MS
+    snapshot_retention_ms: int = HOUR_MS
     #: the current snapshot and this many - 1 ancestors are never expired
     min_snapshots: int = 2
     #: snapshots expired per run at most (bounds the files read for it)
