@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from tables.catalog import open_catalog
 from tables.decoded import value_subject
+from tables.dlq import dlq_topic
 from tables.modes import DECODED_MODES, DISABLED, parse_mode
 from tables.records import region_to_arrow
 from tables.topic_table import TopicTable
+from tables.upkeep import ORPHAN_SCAN_INTERVAL_MS, UpkeepSettings, run_topic_upkeep
 from tables.writer import WRITER_PROPERTY
 
 from ..schema_registry.service import SchemaRegistryService
@@ -58,6 +61,11 @@ class TableTopics:
         #: topic -> partition -> next offset its table holds, as last read or written here
         #: (broker/tables/lag.py reports the lag from it)
         self._known: dict[str, dict[int, int]] = {}
+        self.upkeep_interval_s = cfg["krait.iceberg.upkeep.interval.ms"] / 1000
+        self.upkeep_settings = UpkeepSettings.from_config(cfg)
+        self._next_upkeep = time.monotonic() + self.upkeep_interval_s
+        #: table name -> epoch ms of its last orphan scan here
+        self._orphan_scans: dict[str, int] = {}
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -101,13 +109,48 @@ class TableTopics:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
-            for topic, (mode, partitions) in sorted(self.table_topics().items()):
+            topics = sorted(self.table_topics().items())
+            for topic, (mode, partitions) in topics:
                 try:
                     await self.sync(topic, sorted(partitions), mode)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("appending to the Iceberg table of %s failed (retried next commit)", topic)
+            if time.monotonic() >= self._next_upkeep:
+                self._next_upkeep = time.monotonic() + self.upkeep_interval_s
+                # one broker per table is enough: the leader of partition 0 (two at once would
+                # only conflict); after the commits, so never beside this broker's own commit
+                for topic, (_mode, partitions) in topics:
+                    if 0 in partitions and self._catalog is not None:
+                        for name in (topic, dlq_topic(topic)):
+                            await self.upkeep(name)
+
+    async def upkeep(self, name: str) -> None:
+        """Compaction, snapshot expiry and (hourly) the orphan scan of one table
+        (:mod:`tables.upkeep`), on a worker thread; failures are logged and retried at the
+        next upkeep."""
+        now_ms = int(time.time() * 1000)
+        orphans = now_ms - self._orphan_scans.get(name, 0) >= ORPHAN_SCAN_INTERVAL_MS
+        try:
+            report = await asyncio.to_thread(run_topic_upkeep, self._catalog, name, self.namespace,
+                                             settings=self.upkeep_settings, orphans=orphans)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the upkeep of the Iceberg table of %s failed (retried at the next upkeep)", name)
+            return
+        if report is None:
+            return
+        if orphans:
+            self._orphan_scans[name] = now_ms
+        if report:
+            log.info("Iceberg table of %s: %d files (%d bytes) compacted into %d, %d snapshots expired, %d files "
+                     "of expired snapshots and %d orphan files deleted, in %.2f s", name, report.files_rewritten,
+                     report.bytes_rewritten, report.files_written, report.snapshots_expired,
+                     report.expired_files_deleted, report.orphans_deleted, report.seconds)
+        if report.abandoned:
+            log.info("Iceberg table of %s: a compaction was given up: %s", name, report.abandoned)
 
     def _writer(self, topic: str, mode: str, source: RegistrySource) -> TopicTable:
         if self._catalog is None:
