@@ -53,12 +53,14 @@ record over one stream, its C reader; JSON: ``json.loads`` and one shaping walk 
 which also checks the types), and each group's Arrow columns built with one ``pa.array``
 call over the group (a record Arrow refuses is found by a per-record retry of that group
 only). Measured by ``test_decode_rate`` (100 k values; Avro: 6 fields with an array and a
-nested record; JSON: 4 properties with an array of objects and a map), on the shared 2-core
-machine with a load average of 11-13: Avro 65-140 k records/s (fastavro alone is 4-5 µs a
-record there), JSON Schema 30-57 k records/s, Protobuf (8 fields with a nested message, a
-repeated field and a map; protobuf's C parser, then one Python getter per field) 34-44 k
-records/s; the ``key_value`` rows of the same region
-cost about 1 µs a record (tables.records) on top.
+nested record; JSON: 4 properties with an array of objects and a map; Protobuf: 8 fields
+with a nested message, a repeated field and a map), on the shared 2-core machine: at a load
+average of 5, Avro 183 k records/s, JSON Schema 80 k, Protobuf 115 k; at a load average of
+11-13, Avro 65-140 k, JSON 30-57 k, Protobuf 34-44 k (fastavro alone is 4-5 µs a record
+there; Protobuf is protobuf's C parser then one Python getter per field). A whole commit of
+100 k Avro values (log region to rows, decode, Parquet write, catalog commit; load 5) costs
+8.5 µs of CPU a record against 2.3 µs for the same region in ``key_value`` mode: 115 k
+against 300 k records/s.
 
 Protobuf values are decoded too (:mod:`tables.protobuf_map`: the schema's first message;
 in ``value_schema_id_prefix`` mode the message indexes after the schema id are read and must
