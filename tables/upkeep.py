@@ -101,7 +101,7 @@ pyiceberg ``scan().to_arrow()``, median of 3 scans:
 whole table metadata (every snapshot) several times per commit, and the metadata file grows
 by ~850 bytes per snapshot. One writer append (``TableWriter.append``, 5 rows) on the machine
 above took 0.27 s with 110 snapshots, 0.85 s with 410 and 1.8 s with 1,010 (~1.8 ms per
-snapshot); through :class:`_Transaction` (no copy while nothing is staged) 0.07, 0.23 and
+snapshot); through :class:`tables.writer.LeanTransaction` (no copy while nothing is staged) 0.07, 0.23 and
 0.56 s. At one commit per 10 s, Iceberg's 5-day retention keeps ~43,000 snapshots: a ~37 MB
 metadata file and a commit of about a minute, far over the interval. So the key's default is
 one hour (~360 snapshots), not Iceberg's 5 days; time travel and incremental reads reach that
@@ -130,15 +130,14 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationException
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
-from pyiceberg.table import Table, TableProperties, Transaction
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary, ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots, _ManifestMergeManager, _OverwriteFiles
 from pyiceberg.types import IntegerType, LongType
 
 from .catalog import DEFAULT_NAMESPACE, table_identifier
-from .writer import OFFSET_PREFIX, RETRIES_PROPERTY, snapshot_offsets
+from .writer import OFFSET_PREFIX, RETRIES_PROPERTY, LeanTransaction, snapshot_offsets
 
 __all__ = ["ORPHAN_SCAN_INTERVAL_MS", "UpkeepReport", "UpkeepSettings", "compact", "delete_orphan_files",
            "expire_snapshots", "run_topic_upkeep", "run_upkeep"]
@@ -286,20 +285,6 @@ class _ReplaceFiles(_OverwriteFiles):
             merge_enabled=True, snapshot_producer=self)
         data = [m for m in manifests if m.content == ManifestContent.DATA]
         return merger.merge_manifests(data) + [m for m in manifests if m.content != ManifestContent.DATA]
-
-
-class _Transaction(Transaction):
-    """A transaction that reads the table's metadata as it is while nothing is staged:
-    pyiceberg deep-copies the whole metadata (every snapshot) on each read of
-    ``table_metadata``, a dozen times per commit, which made a compaction's commit attempt
-    ~15x slower than needed on a table of a few hundred snapshots (and so lose every race
-    with a busy writer). Nothing of pyiceberg's mutates the metadata it reads."""
-
-    @property
-    def table_metadata(self) -> TableMetadata:
-        if not self._updates:
-            return self._table.metadata
-        return super().table_metadata
 
 
 @dataclass
@@ -560,7 +545,7 @@ def _commit_replace(table: Table, removed: list[DataFile], added: list[DataFile]
             _ensure_properties(table, settings)
         # the offsets the table holds now: the new snapshot says the same (see the module doc)
         props = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(snapshot_offsets(table).items())}
-        tx = _Transaction(table)
+        tx = LeanTransaction(table)
         producer = _ReplaceFiles(operation=Operation.REPLACE, transaction=tx, io=table.io, snapshot_properties=props,
                                  branch=MAIN_BRANCH)
         for f in removed:
@@ -644,7 +629,7 @@ def expire_snapshots(table: Table, now_ms: int, settings: UpkeepSettings,
     try:
         # table.maintenance.expire_snapshots() with a transaction that does not copy the
         # metadata for each id it checks
-        ExpireSnapshots(transaction=_Transaction(table, autocommit=True)).by_ids(ids).commit()
+        ExpireSnapshots(transaction=LeanTransaction(table, autocommit=True)).by_ids(ids).commit()
     except (CommitFailedException, ValueError) as e:
         # a concurrent commit or another upkeep expiring them too: the next run sees anew
         report.skipped.append(f"expiry: {type(e).__name__}: {e}")

@@ -45,13 +45,14 @@ import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.metadata import TableMetadata
 
 from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
 from .layout import DEFAULT_PARTITION_SPEC, key_value_schema, partition_spec
 from .schema_map import arrow_type, needs_update
 
-__all__ = ["OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform", "snapshot_offsets"]
+__all__ = ["LeanTransaction", "OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform", "snapshot_offsets"]
 
 OFFSET_PREFIX = "krait.offset."
 #: table property naming the topic a table holds (the table name maps some characters)
@@ -61,6 +62,20 @@ RETRIES_PROPERTY = "commit.retry.num-retries"
 #: snapshot summary property naming the broker (node.id) that wrote the snapshot: which
 #: broker wrote what, across leadership changes, is then visible in the table's history
 WRITER_PROPERTY = "krait.writer.broker"
+
+
+class LeanTransaction(Transaction):
+    """A transaction that reads the table's metadata as it is while nothing is staged:
+    pyiceberg 0.12 deep-copies the whole metadata (every snapshot) on each read of
+    ``table_metadata``, a dozen times per commit, which made a commit cost ~1.8 ms per
+    snapshot kept (measured: 0.27 s for one append with 110 snapshots, 0.07 s through this
+    class; tables/upkeep.py). Nothing of pyiceberg's mutates the metadata it reads."""
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        if not self._updates:
+            return self._table.metadata
+        return super().table_metadata
 
 
 def snapshot_offsets(table: Table) -> dict[int, int]:
@@ -164,7 +179,7 @@ class TableWriter:
             offsets = snapshot_offsets(self.table)
             if all(next_offset <= offsets.get(p, -1) for p, (_, next_offset) in batches.items()):
                 return None
-            tx = self.table.transaction()
+            tx = LeanTransaction(self.table)
             if schema is not None and needs_update(self.table.schema(), schema):
                 with tx.update_schema() as update:
                     update.union_by_name(schema)

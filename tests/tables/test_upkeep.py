@@ -18,14 +18,13 @@ from tables.catalog import open_catalog
 from tables.layout import KEY_VALUE_ARROW_SCHEMA
 from tables.upkeep import (
     UpkeepSettings,
-    _Transaction,
     compact,
     delete_orphan_files,
     expire_snapshots,
     run_topic_upkeep,
     run_upkeep,
 )
-from tables.writer import OFFSET_PREFIX, TableWriter, snapshot_offsets
+from tables.writer import OFFSET_PREFIX, LeanTransaction, TableWriter, snapshot_offsets
 
 TS = 1_700_000_000_000  # an hour boundary is 1_699_999_200_000
 HOUR = 3_600_000
@@ -351,7 +350,7 @@ def test_measure_scan_before_and_after(catalog):
     w = TableWriter(catalog, "measure")
     table = w.table
     for i in range(360):  # what the writer commits, through the transaction that does not copy metadata
-        tx = _Transaction(table)
+        tx = LeanTransaction(table)
         tx.append(rows(0, i * 1000, 1000, value_bytes=100)[0], snapshot_properties={"krait.offset.0": str(i * 1000 + 1000)})
         tx.commit_transaction()
     assert snapshot_offsets(table.refresh()) == {0: 360_000}
