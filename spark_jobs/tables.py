@@ -52,6 +52,8 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -308,19 +310,27 @@ def _read_files(spark: Any, snap: TableSnapshot) -> Any:
     """The snapshot's data files as one Parquet DataFrame, with the table's schema."""
     schema = spark_type(snap.schema)
     files = list(snap.files)
-    local = all(f.startswith(("/", "file:")) for f in files)
-    conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-    old = spark.conf.get(conf, None) if local else None
-    if local:  # stat the files on the driver: a listing job costs a Spark job per read
-        spark.conf.set(conf, str(max(len(files), _LIST_ON_DRIVER_UP_TO)))
-    try:
+    if not all(f.startswith(("/", "file:")) for f in files):
         return spark.read.schema(schema).parquet(*files)
+    # stat the files on the driver: a listing job costs a Spark job per read
+    with _session_conf(spark, "spark.sql.sources.parallelPartitionDiscovery.threshold",
+                       str(max(len(files), _LIST_ON_DRIVER_UP_TO))):
+        return spark.read.schema(schema).parquet(*files)
+
+
+@contextmanager
+def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in the session while the block builds a DataFrame (confs
+    these readers read when the DataFrame is made, not when a query runs)."""
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
     finally:
-        if local:
-            if old is None:
-                spark.conf.unset(conf)
-            else:
-                spark.conf.set(conf, old)
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
 
 
 def _table_columns(topic: str, include_headers: bool) -> list[Any]:
@@ -379,7 +389,10 @@ def _driver_tail(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tupl
     schema = SCHEMA_WITH_HEADERS if include_headers else SCHEMA
     arrow = arrow_schema(schema)
     batches = [b for s in slices for b in read_slice(s, arrow)]
-    return spark.createDataFrame(pa.Table.from_batches(batches, schema=arrow))
+    # not a LocalRelation (Spark's choice below 48 MiB): its rows would be serialized into
+    # the tasks of every query; Arrow batches in an RDD cost a third of that per query
+    with _session_conf(spark, "spark.sql.execution.arrow.localRelationThreshold", "0"):
+        return spark.createDataFrame(pa.Table.from_batches(batches, schema=arrow))
 
 
 def _empty(spark: Any, include_headers: bool) -> Any:
