@@ -19,7 +19,8 @@ the broker's way: each commit converts, per partition, the next batches of the l
 * **compacted**: one commit of everything, one file per partition: what compaction of the
   small files gives;
 * **tail**: the small-files table one commit behind the log: the last ``--commit-records``
-  records come from ``kafka-segments``.
+  records come from the log (read_topic decodes a tail this small on the driver; the
+  previous read_topic read it through ``kafka-segments``).
 
 Plain Parquet: the same rows exported once with Spark's writer (defaults: snappy), columns
 key, value, topic, partition, offset, timestamp, timestampType.
@@ -59,7 +60,7 @@ SOURCES = ("parquet", "compacted", "small", "tail")
 NAMES = {"parquet": "Parquet (Spark's writer, one directory)",
          "compacted": "read_topic, compacted table (1 file per partition), empty tail",
          "small": "read_topic, small files (1 per partition and commit), empty tail",
-         "tail": "read_topic, small files, table 1 commit behind (tail from kafka-segments)"}
+         "tail": "read_topic, small files, table 1 commit behind (a 100k-record tail from the log)"}
 
 
 def write_table(log_dir: str, partitions: int, commit_records: int, lag_records: int = 0) -> tuple[int, int]:
