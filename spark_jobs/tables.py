@@ -392,7 +392,10 @@ def _driver_tail(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tupl
     # not a LocalRelation (Spark's choice below 48 MiB): its rows would be serialized into
     # the tasks of every query; Arrow batches in an RDD cost a third of that per query
     with _session_conf(spark, "spark.sql.execution.arrow.localRelationThreshold", "0"):
-        return spark.createDataFrame(pa.Table.from_batches(batches, schema=arrow))
+        df = spark.createDataFrame(pa.Table.from_batches(batches, schema=arrow))
+    # one RDD partition per Arrow batch of 10,000 rows: a task each, for a few MiB; the
+    # default parallelism of tasks is enough
+    return df.coalesce(spark.sparkContext.defaultParallelism)
 
 
 def _empty(spark: Any, include_headers: bool) -> Any:
