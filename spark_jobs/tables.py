@@ -1,7 +1,8 @@
 """``read_topic``: a topic kept as an Iceberg table (``krait.iceberg.mode``) read as one
 DataFrame: the table's Parquet files through Spark's native Parquet reader for everything up
-to the table's per-partition offsets, plus the log's tail beyond them through
-``kafka-segments`` (read_committed, as the table holds committed records only). The offsets
+to the table's per-partition offsets, plus the log's tail beyond them (read_committed, as
+the table holds committed records only; decoded on the driver when small, else through
+``kafka-segments``). The offsets
 come from the table's current snapshot, which names exactly what its files hold, so the two
 parts neither overlap nor leave a gap. Only files are read: no broker is needed.
 
@@ -30,7 +31,7 @@ What makes it cost about what plain Parquet costs (bench/spark_read_topic_bench.
   SQLite catalog is read with ``sqlite3`` (one row: the metadata file), the metadata JSON
   with ``json`` and the manifest list and manifests with ``fastavro``, and the result is
   kept per metadata file (immutable in Iceberg), so a query on an unchanged table reads
-  one SQLite row. pyiceberg (~1 s of imports, a SQLAlchemy engine) is the path for other
+  one SQLite row. pyiceberg (0.5-0.9 s of imports, a SQLAlchemy engine) is the path for other
   catalogs, remote warehouses and tables with delete files;
 - **the Parquet read is planned from that list**: the schema is given (no footer read to
   infer it), and the driver lists the files itself instead of starting a Spark job to
@@ -38,8 +39,8 @@ What makes it cost about what plain Parquet costs (bench/spark_read_topic_bench.
   ``spark.sql.sources.parallelPartitionDiscovery.threshold``);
 - **a small tail** (up to ``driver_tail_bytes`` of log, 64 MiB by default: seconds or
   minutes of a busy topic, which is what a table kept within a commit interval leaves)
-  is decoded on the driver, with kafka-segments' own planning and decoding, into a local
-  DataFrame: no Python worker at query time either. A larger tail, or a topic without a
+  is decoded on the driver, with kafka-segments' own planning and decoding, into a
+  DataFrame of Arrow batches: no Python worker at query time either. A larger tail, or a topic without a
   table, is read by ``kafka-segments`` in the executors;
 - the table's columns are renamed and the topic added as a literal, no casts: Spark prunes
   the Parquet columns a query does not use.
@@ -333,10 +334,10 @@ def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, old)
 
 
-def _table_columns(topic: str, include_headers: bool) -> list[Any]:
+def _table_columns(snap: TableSnapshot, topic: str, include_headers: bool) -> list[Any]:
     """The table's columns as the Kafka source's (``key_value`` mode). Renames and a
     literal only: Spark then reads just the Parquet columns a query uses. Decoded modes
-    add their value columns here."""
+    (the snapshot's schema and properties say which) add their value columns here."""
     from pyspark.sql import functions as F
 
     cols = [F.col("key"), F.col("value"), F.lit(topic).alias("topic"), F.col("partition"), F.col("offset"),
@@ -430,7 +431,7 @@ def read_topic(spark: Any, topic: str, log_dirs: str | list[str], catalog_uri: s
             tail[p.partition] = (start, end)
     parts = []
     if snap is not None and snap.files:
-        parts.append(_read_files(spark, snap).select(*_table_columns(topic, include_headers)))
+        parts.append(_read_files(spark, snap).select(*_table_columns(snap, topic, include_headers)))
     if tail:
         local = None
         if parts and driver_tail_bytes > 0 and not options:
