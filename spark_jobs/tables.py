@@ -334,17 +334,61 @@ def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, old)
 
 
+#: the ``key_value`` layout's columns (tables.layout); any other column of a table is a field
+#: of the decoded value (the decoded modes, tables.decoded)
+_LAYOUT_COLUMNS = ("partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+
+def decoded_columns(snap: TableSnapshot) -> list[str]:
+    """The decoded value's columns of a table written in a decoded mode (empty for
+    ``key_value``), in the table's order."""
+    return [f["name"] for f in snap.schema.get("fields", []) if f["name"] not in _LAYOUT_COLUMNS]
+
+
+def _has_value(snap: TableSnapshot) -> bool:
+    return any(f["name"] == "value" for f in snap.schema.get("fields", []))
+
+
 def _table_columns(snap: TableSnapshot, topic: str, include_headers: bool) -> list[Any]:
-    """The table's columns as the Kafka source's (``key_value`` mode). Renames and a
-    literal only: Spark then reads just the Parquet columns a query uses. Decoded modes
-    (the snapshot's schema and properties say which) add their value columns here."""
+    """The table's columns as the Kafka source's, then a decoded table's value columns.
+    Renames and a literal only: Spark then reads just the Parquet columns a query uses. A
+    table made in a decoded mode has no raw ``value`` column: none is output."""
     from pyspark.sql import functions as F
 
-    cols = [F.col("key"), F.col("value"), F.lit(topic).alias("topic"), F.col("partition"), F.col("offset"),
-            F.col("timestamp"), F.col("timestamp_type").alias("timestampType")]
+    cols = [F.col("key"), *([F.col("value")] if _has_value(snap) else []), F.lit(topic).alias("topic"),
+            F.col("partition"), F.col("offset"), F.col("timestamp"), F.col("timestamp_type").alias("timestampType")]
     if include_headers:
         cols.append(F.col("headers"))
-    return cols
+    return cols + [F.col(c) for c in decoded_columns(snap)]
+
+
+def _decoded_tail(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tuple[int, int]], snap: TableSnapshot,
+                  include_headers: bool, registry_url: str, value_format: str | None) -> Any:
+    """The log's tail of a decoded table, decoded as the table was: ``kafka-segments``'
+    typed read (Confluent's wire format, the schemas from the registry) with the decoded
+    fields as the table's columns, cast to the table's types (a field the tail lacks is
+    null); records that do not decode are left out, as the table sends them to its DLQ."""
+    from pyspark.sql import functions as F
+
+    from .registry_client import RegistryClient
+
+    if value_format is None:
+        latest = RegistryClient(registry_url).version(f"{topic}-value")
+        value_format = {"AVRO": "avro", "JSON": "json"}.get(latest.schema_type)
+        if value_format is None:
+            raise ValueError(f"the tail of {topic}'s table holds {latest.schema_type} values, which Spark does not "
+                             "decode: read_topic(..., tail=False) reads the table alone")
+    df = _log_read(spark, dirs, topic, ranges, include_headers,
+                   {"valueFormat": value_format, "schema.registry.url": registry_url})
+    types = {f["name"]: spark_type(f["type"]) for f in snap.schema.get("fields", [])}
+    fields = set(df.schema["value"].dataType.fieldNames())
+    cols = [F.col("key"), *([F.lit(None).cast("binary").alias("value")] if _has_value(snap) else []),
+            F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp"), F.col("timestampType")]
+    if include_headers:
+        cols.append(F.col("headers"))
+    cols += [(F.col("value").getField(c) if c in fields else F.lit(None)).cast(types[c]).alias(c)
+             for c in decoded_columns(snap)]
+    return df.where(F.col("valueError").isNull()).select(*cols)
 
 
 def _log_read(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tuple[int, int]], include_headers: bool,
@@ -407,36 +451,55 @@ def _empty(spark: Any, include_headers: bool) -> Any:
 
 def read_topic(spark: Any, topic: str, log_dirs: str | list[str], catalog_uri: str | None = None,
                warehouse: str | None = None, namespace: str = "krait", include_headers: bool = False,
-               options: dict[str, str] | None = None, driver_tail_bytes: int = DRIVER_TAIL_BYTES) -> Any:
+               options: dict[str, str] | None = None, driver_tail_bytes: int = DRIVER_TAIL_BYTES, *,
+               schema_registry_url: str | None = None, value_format: str | None = None,
+               tail: bool = True) -> Any:
     """The topic's records: the table's files up to its offsets, the log beyond them.
 
     ``options``: extra ``kafka-segments`` options for the log's part (``minPartitions``,
     ``readChunkBytes``, ...). ``driver_tail_bytes``: a tail of up to this many bytes of log
     after a table is decoded on the driver into a local DataFrame (0: always through
-    ``kafka-segments``); a topic without a table is always read by ``kafka-segments``."""
+    ``kafka-segments``); a topic without a table is always read by ``kafka-segments``.
+
+    A table written in a decoded mode (``value_schema_id_prefix``, ``value_schema_latest``)
+    gives its value columns after the Kafka source's, and no raw ``value`` (unless the table
+    began as ``key_value``). Its tail is decoded the same way from Confluent's wire format
+    with the registry at ``schema_registry_url`` (``value_format`` ``avro`` or ``json``;
+    default: the type of the subject's latest schema), its undecodable records left out as
+    the table sends them to its DLQ; the only part of a read that needs a running broker.
+    Without a registry URL a decoded table with a tail is refused, naming the fix;
+    ``tail=False`` reads what the table holds alone (at most a commit interval behind)."""
     dirs = [d.strip() for d in (log_dirs.split(",") if isinstance(log_dirs, str) else log_dirs) if d.strip()]
     plogs = [p for p in list_partitions(dirs) if p.topic == topic]
     snap = load_snapshot(dirs[0], topic, catalog_uri=catalog_uri, warehouse=warehouse, namespace=namespace)
     offsets = snap.offsets if snap is not None else {}
     # the tail: each partition's records past the table's offset, up to its end now (the
     # high watermark when the checkpoint has it; kafka-segments stops at the LSO below it)
-    tail = {}
-    for p in plogs:
+    rest: dict[int, tuple[int, int]] = {}
+    for p in plogs if tail or snap is None else ():
         end = p.end_offset()
         start = offsets.get(p.partition)
         if start is None:
             if end > p.earliest:
-                tail[p.partition] = (-2, end)
+                rest[p.partition] = (-2, end)
         elif start < end:
-            tail[p.partition] = (start, end)
+            rest[p.partition] = (start, end)
     parts = []
     if snap is not None and snap.files:
         parts.append(_read_files(spark, snap).select(*_table_columns(snap, topic, include_headers)))
-    if tail:
+    if rest and snap is not None and decoded_columns(snap):
+        if schema_registry_url is None:
+            behind = sum(hi - max(lo, 0) for lo, hi in rest.values())
+            raise ValueError(f"the table of {topic} holds decoded values and the log has up to {behind} records "
+                             "past it: give schema_registry_url to decode them too, or tail=False to read the "
+                             "table alone")
+        parts.append(_decoded_tail(spark, dirs, topic, rest, snap, include_headers, schema_registry_url,
+                                   value_format))
+    elif rest:
         local = None
         if parts and driver_tail_bytes > 0 and not options:
-            local = _driver_tail(spark, dirs, topic, tail, include_headers, driver_tail_bytes)
-        parts.append(local if local is not None else _log_read(spark, dirs, topic, tail, include_headers, options))
+            local = _driver_tail(spark, dirs, topic, rest, include_headers, driver_tail_bytes)
+        parts.append(local if local is not None else _log_read(spark, dirs, topic, rest, include_headers, options))
     if not parts:
         return _empty(spark, include_headers)
     df = parts[0]
