@@ -463,8 +463,10 @@ def read_topic(spark: Any, topic: str, log_dirs: str | list[str], catalog_uri: s
 
     A table written in a decoded mode (``value_schema_id_prefix``, ``value_schema_latest``)
     gives its value columns after the Kafka source's, and no raw ``value`` (unless the table
-    began as ``key_value``). Its tail is decoded the same way from Confluent's wire format
-    with the registry at ``schema_registry_url`` (``value_format`` ``avro`` or ``json``;
+    began as ``key_value``). The tail of a ``value_schema_id_prefix`` table is decoded the
+    same way from Confluent's wire format with the registry at ``schema_registry_url``
+    (a ``value_schema_latest`` table's bare values are not: read it with ``tail=False``;
+    ``value_format`` ``avro`` or ``json``;
     default: the type of the subject's latest schema), its undecodable records left out as
     the table sends them to its DLQ; the only part of a read that needs a running broker.
     Without a registry URL a decoded table with a tail is refused, naming the fix;
