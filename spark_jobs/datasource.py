@@ -46,6 +46,11 @@ Options (named like Spark's Kafka source):
                         Spark's Kafka source spells it, works too). From the files alone:
                         see :mod:`spark_jobs.transactions`. Control batches (transaction
                         markers) are never rows.
+``stableFrom``          JSON ``{"topic": {"0": 1200}}``: with read_committed, offsets below
+                        which no transaction still open at the read's bound starts (an
+                        earlier last stable offset, as an Iceberg table's offsets are:
+                        ``read_topic`` passes them); the LSO search walks the log from
+                        there instead of from the newest producer-state snapshot
 ``pushFilters``         ``auto`` (default), ``true``, ``false``: see below
 ``readChunkBytes``      bytes of .log decoded into one Arrow batch (default 4 MiB)
 ``valueFormat`` / ``keyFormat``  ``raw`` (default), ``avro`` or ``json``: decode the values

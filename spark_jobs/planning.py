@@ -138,6 +138,9 @@ def plan_slices(options: dict[str, str], hints: Hints | None = None) -> list[Sli
     end_ts_json = _parse_json(opts, "endingOffsetsByTimestamp")
     ignore_hw = opts.get("highwatermark", "checkpoint").lower() == "ignore"
     committed = read_committed(opts)
+    # offsets below which no transaction open now starts (read_topic: its table's offsets,
+    # earlier last stable offsets): the LSO search starts there instead of the log's start
+    stable_from = _parse_json(opts, "stableFrom") or {}
 
     slices = []
     for plog in plogs:
@@ -146,7 +149,8 @@ def plan_slices(options: dict[str, str], hints: Hints | None = None) -> list[Sli
         if committed:
             # "latest" is the LSO: what a read_committed consumer's ListOffsets answers
             aborted = aborted_transactions(plog, latest)
-            latest = last_stable_offset(plog, latest)
+            hint = stable_from.get(plog.topic, {}).get(str(plog.partition))
+            latest = last_stable_offset(plog, latest, None if hint is None else int(hint))
 
         def resolve(spec: int, default: int, earliest: int = earliest, latest: int = latest) -> int:
             if spec == EARLIEST:

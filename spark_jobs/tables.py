@@ -406,10 +406,14 @@ def _log_read(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tuple[i
 
 
 def _log_options(dirs: list[str], topic: str, ranges: dict[int, tuple[int, int]]) -> dict[str, str]:
+    # stableFrom: a table's offset was a last stable offset of its partition when it was
+    # written, so no transaction open now starts below it: the LSO search starts there
+    # instead of walking the partition's log from its start
     return {"log.dirs": ",".join(dirs), "assign": json.dumps({topic: sorted(ranges)}),
             "isolation.level": "read_committed",
             "startingOffsets": json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items()}}),
-            "endingOffsets": json.dumps({topic: {str(p): hi for p, (_, hi) in ranges.items()}})}
+            "endingOffsets": json.dumps({topic: {str(p): hi for p, (_, hi) in ranges.items()}}),
+            "stableFrom": json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items() if lo >= 0}})}
 
 
 def _driver_tail(spark: Any, dirs: list[str], topic: str, ranges: dict[int, tuple[int, int]],

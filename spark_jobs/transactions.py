@@ -160,10 +160,14 @@ def _header_tables(path: str, start: int, end: int | None) -> Iterator[np.ndarra
 # --- per partition (driver side) -------------------------------------------------------
 
 
-def open_transactions(plog: PartitionLog, bound: int) -> dict[int, int]:
+def open_transactions(plog: PartitionLog, bound: int, stable_from: int | None = None) -> dict[int, int]:
     """Producer id -> first offset of each transaction with no marker below ``bound``: the
     newest usable snapshot at or below the bound, then the batch headers from it to the
-    bound."""
+    bound. ``stable_from``: an offset no transaction open at the bound starts below (an
+    earlier last stable offset of this log, as an Iceberg table's offset is: every
+    transaction open then started at or after it, and any later one after it); the walk then
+    starts there when that is past the snapshot, with no transaction open (a transaction
+    that closed before the bound has its marker after its batches, so it is closed again)."""
     segs = plog.segments
     if not segs:
         return {}
@@ -176,6 +180,8 @@ def open_transactions(plog: PartitionLog, bound: int) -> dict[int, int]:
             if snap is not None:
                 state, start = snap, off
                 break
+    if stable_from is not None and start < stable_from <= bound:
+        state, start = {}, stable_from
     leo, last_size = plog.log_end()
     for i, seg in enumerate(segs):
         seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else leo
@@ -207,10 +213,11 @@ def _replay(headers: np.ndarray, state: dict[int, int], start: int, bound: int) 
     return bool(len(bases)) and int(bases[-1]) >= bound
 
 
-def last_stable_offset(plog: PartitionLog, bound: int) -> int:
+def last_stable_offset(plog: PartitionLog, bound: int, stable_from: int | None = None) -> int:
     """Where read_committed reads of ``plog`` stop when reads are bounded by ``bound``:
-    never below the first readable offset, never above the bound (Kafka's LSO)."""
-    open_txns = open_transactions(plog, bound)
+    never below the first readable offset, never above the bound (Kafka's LSO).
+    ``stable_from``: see :func:`open_transactions`."""
+    open_txns = open_transactions(plog, bound, stable_from)
     if not open_txns:
         return bound
     return min(bound, max(min(open_txns.values()), plog.earliest))
