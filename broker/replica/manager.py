@@ -36,7 +36,7 @@ from storage.validator import validate_for_append
 from ..topics import INTERNAL_TOPICS
 from .partition import Partition
 from .purgatory import Purgatory
-from .turned_away import TurnedAway
+from .turned_away import TAKEOVER_WINDOW_MS, TurnedAway
 
 if TYPE_CHECKING:
     from .replication import FollowerRead, Replication
@@ -176,12 +176,17 @@ class ReplicaManager:
                                  verification_guard=verification_guard, coordinator=origin_coordinator)
         except KafkaError as exc:
             pid = valid.headers[0].producer_id if valid.headers else -1
-            refused = self.turned_away.recent((topic, partition), pid) \
-                if exc.error_code == ErrorCode.out_of_order_sequence_number else None
+            if exc.error_code != ErrorCode.out_of_order_sequence_number:
+                raise
+            # see broker/replica/turned_away.py: the earlier batches come first
+            refused = self.turned_away.recent((topic, partition), pid)
             if refused is not None:
-                # see broker/replica/turned_away.py: the earlier batches come first
                 raise KafkaError(refused, f"{exc.message}; an earlier batch of producer {pid} was refused moments "
                                           f"ago ({refused.name}): retry it first") from None
+            if 0 <= now_ms - part.leading_since_ms <= TAKEOVER_WINDOW_MS:
+                raise KafkaError(ErrorCode.not_leader_or_follower,
+                                 f"{exc.message}; this broker took over as leader moments ago: the previous leader "
+                                 "may have refused the earlier batches, retry them first") from None
             raise
         if not result.duplicate:
             part.maybe_increment_high_watermark()  # an ISR of one (a single node) commits at once

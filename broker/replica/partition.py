@@ -52,6 +52,8 @@ class Partition:
         #: the epoch this broker's current, unbroken run as leader began at: an acks=all
         #: append of any epoch since then is still in the log (only a follower truncates)
         self.leading_since_epoch = -1
+        #: wall-clock ms when this broker last became the leader (-1: never)
+        self.leading_since_ms = -1
         #: the offset this broker's leadership started at (its first offset of the epoch)
         self.epoch_start_offset = 0
         self.isr: frozenset[int] = frozenset()
@@ -120,6 +122,7 @@ class Partition:
             self.log.epoch_cache.assign(state.leader_epoch, self.epoch_start_offset)
             if not was_leader:
                 self.leading_since_epoch = state.leader_epoch
+                self.leading_since_ms = now_ms
             self._reset_followers(now_ms, keep_progress=unbroken)
             return "leader"
         self.followers = {}

@@ -17,7 +17,16 @@ after refusals for a short ISR that grew back (the second, inferred: see the tes
 Answering the gap with the refusal's own (retriable) error instead, while the refusal is
 recent, makes the client retry its batches in order with the same sequences: the refused
 batch is written first, a batch already written is found as a duplicate, and no epoch is
-bumped. A gap with no recent refusal behind it is still OUT_OF_ORDER_SEQUENCE_NUMBER.
+bumped.
+
+The refusal may also come from the previous leader, which this broker never hears of: a
+leader cut off from the others (a one-way partition) answers NOT_LEADER_OR_FOLLOWER only
+once it learns it was replaced, and librdkafka had the next batch at the new leader a few
+milliseconds later (a third chaos run: seed 20261126 in CI, p1's record written twice on
+another partition after the epoch bump this gap caused). So for TAKEOVER_WINDOW_MS after
+this broker becomes a partition's leader a gap is answered NOT_LEADER_OR_FOLLOWER too
+(broker/replica/manager.py). A gap with neither behind it is OUT_OF_ORDER_SEQUENCE_NUMBER,
+and so is one that persists past the window (its client then bumps its epoch, as before).
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from protocol.errors import ErrorCode
 
 #: how long after refusing a producer's batch a sequence gap from it is answered as "retry"
 WINDOW_S = 10.0
+#: how long after becoming a partition's leader a sequence gap is answered as "retry"
+TAKEOVER_WINDOW_MS = 10_000
 #: refusals that leave the batch unwritten and that the client retries with the same sequence
 RETRIABLE = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas,
                        ErrorCode.kafka_storage_error})
