@@ -1,12 +1,7 @@
 """What a topic's table holds, for operators (``krait tables``, ``krait topics --describe``,
 ``/metrics``): its offsets per partition, its snapshots, files, rows and bytes, read from
 the current snapshot's summary (Iceberg keeps running totals there: no manifest is read),
-and its lag behind the log.
-
-Lag is measured against what the table can hold: the partition's last stable offset (the
-table takes committed records only). ``seconds`` is the age of the oldest record the table
-lacks, from the timestamp of the batch that holds it (its first timestamp, so at most one
-batch's spread too old).
+and its lag behind the log (:mod:`tables.lag`).
 """
 
 from __future__ import annotations
@@ -15,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
 
+from .lag import PartitionLag, partition_lag
 from .writer import snapshot_offsets
 
 __all__ = ["PartitionLag", "TableSummary", "partition_lag", "summarize"]
@@ -32,17 +28,6 @@ class TableSummary:
     #: epoch ms of the current snapshot (0: none)
     last_commit_ms: int = 0
     columns: int = 0
-
-
-@dataclass(frozen=True)
-class PartitionLag:
-    partition: int
-    table_offset: int
-    log_end: int
-    #: records (offsets) the table lacks
-    offsets: int
-    #: age of the oldest record the table lacks (0.0 when it lacks none; None: unknown)
-    seconds: float | None
 
 
 def _int(summary: dict, key: str) -> int:
@@ -65,16 +50,3 @@ def summarize(table: Table) -> TableSummary:
         out.bytes = _int(props, "total-files-size")
         out.last_commit_ms = snap.timestamp_ms
     return out
-
-
-def partition_lag(partition: int, table_offset: int | None, log_start: int, log_end: int,
-                  oldest_missing_ms: int | None, now_ms: int) -> PartitionLag:
-    """The lag of one partition: ``table_offset`` None (never written) counts from the log
-    start; ``oldest_missing_ms`` is the timestamp of the batch at the table's offset."""
-    start = log_start if table_offset is None else max(table_offset, log_start)
-    behind = max(0, log_end - start)
-    if behind == 0:
-        seconds: float | None = 0.0
-    else:
-        seconds = None if oldest_missing_ms is None else max(0.0, (now_ms - oldest_missing_ms) / 1000)
-    return PartitionLag(partition, start, log_end, behind, seconds)

@@ -129,7 +129,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
         args = [sys.executable, "-m", "broker"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]

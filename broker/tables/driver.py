@@ -25,22 +25,34 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from tables.catalog import open_catalog
-from tables.decoded import value_subject
-from tables.dlq import dlq_topic
 from tables.modes import DECODED_MODES, DISABLED, parse_mode
-from tables.records import region_to_arrow
-from tables.topic_table import TopicTable
-from tables.upkeep import ORPHAN_SCAN_INTERVAL_MS, UpkeepSettings, run_topic_upkeep
-from tables.writer import WRITER_PROPERTY
 
 from ..schema_registry.service import SchemaRegistryService
-from .registry_source import RegistrySource
 
 if TYPE_CHECKING:
+    from tables.topic_table import TopicTable
+    from tables.upkeep import UpkeepSettings
+
     from ..broker import Broker
+    from .registry_source import RegistrySource
 
 log = logging.getLogger("krait.tables")
+
+
+def _lib() -> Any:
+    """The table code: pyiceberg, pyarrow and the value decoders, imported when the first
+    table topic needs them (~0.8 s of imports measured at every broker start otherwise, and
+    most brokers, and most of the test suite's hundreds of broker starts, have no table
+    topic). Python caches the modules: later calls cost a dict lookup."""
+    import types
+
+    from tables import catalog, decoded, dlq, records, topic_table, upkeep, writer
+
+    from . import registry_source
+
+    return types.SimpleNamespace(catalog=catalog, decoded=decoded, dlq=dlq, records=records,
+                                 topic_table=topic_table, upkeep=upkeep, writer=writer,
+                                 registry_source=registry_source)
 
 #: bytes of log read per partition and commit (the rest goes in the next commit)
 MAX_BYTES_PER_COMMIT = 32 << 20
@@ -62,7 +74,7 @@ class TableTopics:
         #: (broker/tables/lag.py reports the lag from it)
         self._known: dict[str, dict[int, int]] = {}
         self.upkeep_interval_s = cfg["krait.iceberg.upkeep.interval.ms"] / 1000
-        self.upkeep_settings = UpkeepSettings.from_config(cfg)
+        self._upkeep_settings: UpkeepSettings | None = None
         self._next_upkeep = time.monotonic() + self.upkeep_interval_s
         #: table name -> epoch ms of its last orphan scan here
         self._orphan_scans: dict[str, int] = {}
@@ -103,7 +115,7 @@ class TableTopics:
         if self._source is None:
             listener = getattr(self.broker, "schema_registry", None)
             service = listener.service if listener is not None else SchemaRegistryService(self.broker)
-            self._source = RegistrySource(service)
+            self._source = _lib().registry_source.RegistrySource(service)
         return self._source
 
     async def _run(self) -> None:
@@ -123,18 +135,21 @@ class TableTopics:
                 # only conflict); after the commits, so never beside this broker's own commit
                 for topic, (_mode, partitions) in topics:
                     if 0 in partitions and self._catalog is not None:
-                        for name in (topic, dlq_topic(topic)):
+                        for name in (topic, _lib().dlq.dlq_topic(topic)):
                             await self.upkeep(name)
 
     async def upkeep(self, name: str) -> None:
         """Compaction, snapshot expiry and (hourly) the orphan scan of one table
         (:mod:`tables.upkeep`), on a worker thread; failures are logged and retried at the
         next upkeep."""
+        upkeep = _lib().upkeep
+        if self._upkeep_settings is None:
+            self._upkeep_settings = upkeep.UpkeepSettings.from_config(self.broker.config)
         now_ms = int(time.time() * 1000)
-        orphans = now_ms - self._orphan_scans.get(name, 0) >= ORPHAN_SCAN_INTERVAL_MS
+        orphans = now_ms - self._orphan_scans.get(name, 0) >= upkeep.ORPHAN_SCAN_INTERVAL_MS
         try:
-            report = await asyncio.to_thread(run_topic_upkeep, self._catalog, name, self.namespace,
-                                             settings=self.upkeep_settings, orphans=orphans)
+            report = await asyncio.to_thread(upkeep.run_topic_upkeep, self._catalog, name, self.namespace,
+                                             settings=self._upkeep_settings, orphans=orphans)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -154,13 +169,14 @@ class TableTopics:
 
     def _writer(self, topic: str, mode: str, source: RegistrySource) -> TopicTable:
         if self._catalog is None:
-            self._catalog = open_catalog(self.broker.log_dirs[0], catalog_uri=self.catalog_uri,
+            self._catalog = _lib().catalog.open_catalog(self.broker.log_dirs[0], catalog_uri=self.catalog_uri,
                                          warehouse=self.warehouse)
         writer = self._writers.get(topic)
         if writer is None:
-            writer = self._writers[topic] = TopicTable(
+            lib = _lib()
+            writer = self._writers[topic] = lib.topic_table.TopicTable(
                 self._catalog, topic, source, mode=mode, namespace=self.namespace,
-                snapshot_properties={WRITER_PROPERTY: str(self.broker.node_id)})
+                snapshot_properties={lib.writer.WRITER_PROPERTY: str(self.broker.node_id)})
         return writer
 
     async def sync(self, topic: str, partitions: list[int], mode: str = "key_value") -> None:
@@ -175,7 +191,7 @@ class TableTopics:
                 log.warning("%s: no replica of the schema registry's topic on this broker: the decoded table "
                             "waits", topic)
                 return
-            source.prepare([value_subject(topic)])  # on the event loop: it reads _schemas
+            source.prepare([_lib().decoded.value_subject(topic)])  # on the event loop: it reads _schemas
         writer = await asyncio.to_thread(self._writer, topic, mode, source)
         committed = await asyncio.to_thread(writer.committed_offsets)
         self._known[topic] = dict(committed)
@@ -207,6 +223,6 @@ class TableTopics:
     def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str) -> dict[int, int] | None:
         batches = {}
         for p, (buf, aborted, start, end) in work.items():
-            rows = region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
+            rows = _lib().records.region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
             batches[p] = (rows.table, rows.next_offset)
         return writer.append(batches, mode)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ProtocolError
 from protocol.records import HEADER_SIZE, parse_header
-from tables.inspect import PartitionLag, partition_lag
+from tables.lag import PartitionLag, partition_lag
 
 if TYPE_CHECKING:
     from ..broker import Broker
