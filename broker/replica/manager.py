@@ -36,7 +36,7 @@ from storage.validator import validate_for_append
 from ..topics import INTERNAL_TOPICS
 from .partition import Partition
 from .purgatory import Purgatory
-from .turned_away import TAKEOVER_WINDOW_MS, TurnedAway
+from .turned_away import TurnedAway
 
 if TYPE_CHECKING:
     from .replication import FollowerRead, Replication
@@ -179,14 +179,9 @@ class ReplicaManager:
             if exc.error_code != ErrorCode.out_of_order_sequence_number:
                 raise
             # see broker/replica/turned_away.py: the earlier batches come first
-            refused = self.turned_away.recent((topic, partition), pid)
-            if refused is not None:
-                raise KafkaError(refused, f"{exc.message}; an earlier batch of producer {pid} was refused moments "
-                                          f"ago ({refused.name}): retry it first") from None
-            if 0 <= now_ms - part.leading_since_ms <= TAKEOVER_WINDOW_MS:
-                raise KafkaError(ErrorCode.not_leader_or_follower,
-                                 f"{exc.message}; this broker took over as leader moments ago: the previous leader "
-                                 "may have refused the earlier batches, retry them first") from None
+            retry = self.turned_away.answer_gap((topic, partition), pid, now_ms - part.leading_since_ms)
+            if retry is not None:
+                raise KafkaError(retry[0], f"{exc.message}; {retry[1]}") from None
             raise
         if not result.duplicate:
             part.maybe_increment_high_watermark()  # an ISR of one (a single node) commits at once

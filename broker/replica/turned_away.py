@@ -23,9 +23,9 @@ The refusal may also come from the previous leader, which this broker never hear
 leader cut off from the others (a one-way partition) answers NOT_LEADER_OR_FOLLOWER only
 once it learns it was replaced, and librdkafka had the next batch at the new leader a few
 milliseconds later (a third chaos run: seed 20261126 in CI, p1's record written twice on
-another partition after the epoch bump this gap caused). So for TAKEOVER_WINDOW_MS after
+another partition after the epoch bump this gap caused). So for WINDOW_S after
 this broker becomes a partition's leader a gap is answered NOT_LEADER_OR_FOLLOWER too
-(broker/replica/manager.py). A gap with neither behind it is OUT_OF_ORDER_SEQUENCE_NUMBER,
+(:meth:`TurnedAway.answer_gap`). A gap with neither behind it is OUT_OF_ORDER_SEQUENCE_NUMBER,
 and so is one that persists past the window (its client then bumps its epoch, as before).
 """
 
@@ -36,10 +36,9 @@ from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 
-#: how long after refusing a producer's batch a sequence gap from it is answered as "retry"
+#: how long after refusing a producer's batch, or after becoming a partition's leader, a
+#: sequence gap is answered as "retry"
 WINDOW_S = 10.0
-#: how long after becoming a partition's leader a sequence gap is answered as "retry"
-TAKEOVER_WINDOW_MS = 10_000
 #: refusals that leave the batch unwritten and that the client retries with the same sequence
 RETRIABLE = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas,
                        ErrorCode.kafka_storage_error})
@@ -70,3 +69,16 @@ class TurnedAway:
         if got is None or self._clock() - got[0] > WINDOW_S:
             return None
         return got[1]
+
+    def answer_gap(self, tp: tuple[str, int], producer_id: int, led_for_ms: int) -> tuple[ErrorCode, str] | None:
+        """The retriable answer (error, why) to a sequence gap from ``producer_id`` on
+        ``tp``, whose leader this broker has been for ``led_for_ms``; None: the gap stays
+        OUT_OF_ORDER_SEQUENCE_NUMBER (see the module doc)."""
+        refused = self.recent(tp, producer_id)
+        if refused is not None:
+            return refused, (f"an earlier batch of producer {producer_id} was refused moments ago "
+                             f"({refused.name}): retry it first")
+        if 0 <= led_for_ms <= WINDOW_S * 1000:
+            return ErrorCode.not_leader_or_follower, ("this broker took over as leader moments ago: the previous "
+                                                      "leader may have refused the earlier batches, retry them first")
+        return None
