@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
 
-from .lag import PartitionLag, partition_lag
 from .writer import snapshot_offsets
 
-__all__ = ["PartitionLag", "TableSummary", "partition_lag", "summarize"]
+__all__ = ["TableSummary", "summarize"]
 
 
 @dataclass

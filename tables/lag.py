@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PartitionLag", "partition_lag"]
+from protocol.records import parse_header
+
+__all__ = ["PartitionLag", "batch_time_ms", "partition_lag"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +38,10 @@ def partition_lag(partition: int, table_offset: int | None, log_start: int, log_
     else:
         seconds = None if oldest_missing_ms is None else max(0.0, (now_ms - oldest_missing_ms) / 1000)
     return PartitionLag(partition, start, log_end, behind, seconds)
+
+
+def batch_time_ms(header: bytes) -> int:
+    """The age reference of the records a batch holds, from its header bytes: its first
+    timestamp, or the broker's append time (the max timestamp) with LogAppendTime."""
+    h = parse_header(header)
+    return h.max_timestamp if h.is_log_append_time else h.base_timestamp

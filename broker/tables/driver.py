@@ -21,6 +21,7 @@ registry listener when there is one, else one the driver keeps for reading only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -39,11 +40,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("krait.tables")
 
 
+@functools.cache
 def _lib() -> Any:
     """The table code: pyiceberg, pyarrow and the value decoders, imported when the first
     table topic needs them (~0.8 s of imports measured at every broker start otherwise, and
     most brokers, and most of the test suite's hundreds of broker starts, have no table
-    topic). Python caches the modules: later calls cost a dict lookup."""
+    topic); built once."""
     import types
 
     from tables import catalog, decoded, dlq, records, topic_table, upkeep, writer

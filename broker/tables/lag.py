@@ -12,8 +12,8 @@ import time
 from typing import TYPE_CHECKING
 
 from protocol.errors import ProtocolError
-from protocol.records import HEADER_SIZE, parse_header
-from tables.lag import PartitionLag, partition_lag
+from protocol.records import HEADER_SIZE
+from tables.lag import PartitionLag, batch_time_ms, partition_lag
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -28,10 +28,9 @@ def _batch_time_ms(plog, offset: int, end: int) -> int | None:
         region = plog.read(offset, HEADER_SIZE, max_offset=end)
         if region is None:
             return None
-        h = parse_header(os.pread(region.fd, HEADER_SIZE, region.position))
+        return batch_time_ms(os.pread(region.fd, HEADER_SIZE, region.position))
     except (OSError, ProtocolError, ValueError):
         return None
-    return h.max_timestamp if h.attributes & 0x08 else h.base_timestamp
 
 
 def table_lags(broker: Broker, now_ms: int | None = None) -> dict[str, list[PartitionLag]]:

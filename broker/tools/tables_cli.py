@@ -24,7 +24,8 @@ from typing import Any, TextIO
 
 from protocol.apis import ApiKey
 from protocol.errors import ProtocolError
-from protocol.records import HEADER_SIZE, parse_header
+from protocol.records import HEADER_SIZE
+from tables.lag import batch_time_ms, partition_lag
 
 from .admin_client import RESOURCE_BROKER, AdminClient
 from .command import CommandError, Parser, connect_admin, run
@@ -66,7 +67,7 @@ class CatalogPlace:
 def catalog_place(admin: AdminClient, args: argparse.Namespace) -> CatalogPlace:
     """The options given, the rest from a broker's configs."""
     got: dict[str, str] = {}
-    if args.catalog_uri is None or args.namespace is None or (args.catalog_uri is None and args.log_dirs is None):
+    if args.catalog_uri is None or args.namespace is None:
         node = sorted(admin.node_ids())[0]
         for c in admin.describe_configs(RESOURCE_BROKER, str(node), _KEYS):
             if c.value is not None:
@@ -91,8 +92,7 @@ def _batch_time_ms(admin: AdminClient, leader: int, topic: str, partition: int, 
                 data = bytes(p.records or b"")
                 if p.error_code or len(data) < HEADER_SIZE:
                     return None
-                h = parse_header(data[:HEADER_SIZE])
-                return h.max_timestamp if h.attributes & 0x08 else h.base_timestamp
+                return batch_time_ms(data[:HEADER_SIZE])
     except (OSError, ProtocolError, ValueError):
         return None
     return None
@@ -103,8 +103,6 @@ def _iso(ms: int) -> str:
 
 
 def _lags(admin: AdminClient, topic: str, offsets: dict[int, int]) -> list[Any]:
-    from tables.inspect import partition_lag
-
     info = admin.metadata([topic])[0]
     leaders = {p.partition: p.leader for p in info.partitions}
     parts = sorted(leaders)

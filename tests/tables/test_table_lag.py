@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from broker.tools import tables_cli, topics_cli
-from tables.inspect import partition_lag
+from tables.lag import partition_lag
 from tests.krait_harness import BrokerProcess, free_port
 from tests.tables.test_table_topics import _log_ends, _produce, _wait_for
 
