@@ -297,17 +297,32 @@ def check(histories: dict[str, list[dict]], replicas: dict[int, dict[int, list[t
                 r.add("isr_incomplete", {"partition": tp, "isr": members})
     for name, text in (broker_logs or {}).items():
         dirs_failed = False  # in this life of the broker (the harness marks each start)
-        for line in text.splitlines():
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
             if line.startswith("==== chaos: start"):
                 dirs_failed = False
             elif "have failed" in line and "log dirs" in line:
                 dirs_failed = True
-            if "Traceback" in line or (" ERROR " in line and not EXPECTED_ERRORS.search(line)
-                                       and not (dirs_failed and AFTER_LAST_DIR.search(line))):
+            if "Traceback" in line:
+                r.add("broker_errors", {"log": name, "line": line[:300], **_traceback_end(lines, i)})
+            elif " ERROR " in line and not EXPECTED_ERRORS.search(line) \
+                    and not (dirs_failed and AFTER_LAST_DIR.search(line)):
                 r.add("broker_errors", {"log": name, "line": line[:300]})
     check_share(r, histories)
     check_registry(r, histories)
     return r
+
+
+def _traceback_end(lines: list[str], start: int) -> dict[str, str]:
+    """The exception and innermost frame of the traceback starting at ``lines[start]``, so a
+    report names the failure without the broker's log at hand (CI keeps only the report)."""
+    frame = ""
+    for line in lines[start + 1:start + 200]:
+        if line.lstrip().startswith("File "):
+            frame = line.strip()
+        elif line and not line[0].isspace() and not line.startswith("During handling"):
+            return {"exception": line[:300], "frame": frame[:300]}
+    return {}
 
 
 def check_share(r: Result, histories: dict[str, list[dict]], limit: int = SHARE_DELIVERY_LIMIT) -> None:

@@ -338,3 +338,16 @@ def test_registry_refused_and_unreadable():
     # without a registry client nor reader (a run with registry=False): no registry check
     r = checker.check(clean())
     assert r.ok and "registry" not in r.stats
+
+
+def test_a_traceback_is_reported_with_its_exception_and_innermost_frame():
+    log = ("[t] ERROR krait.server: error handling share_fetch v1; closing the connection\n"
+           "Traceback (most recent call last):\n"
+           '  File "/k/broker/server.py", line 3, in run\n    await x()\n'
+           '  File "/k/broker/share/service.py", line 9, in _partition\n    await y\n'
+           "IndexError: list index out of range\n")
+    r = checker.check(clean(), broker_logs={"b2.log": log})
+    tb = [v for v in r.examples["broker_errors"] if "exception" in v]
+    assert tb == [{"log": "b2.log", "line": "Traceback (most recent call last):",
+                   "exception": "IndexError: list index out of range",
+                   "frame": 'File "/k/broker/share/service.py", line 9, in _partition'}]
