@@ -163,11 +163,15 @@ class ShareService:
             held.ready = asyncio.ensure_future(self._initialise(held))
         try:
             await asyncio.shield(held.ready)
-        except KafkaError:
-            # the next fetch tries again
-            if self.partitions.get(key) is held:
+        except Exception as exc:
+            # the next fetch tries again: a failed initialisation is never kept as the
+            # answer to every later fetch
+            if self.partitions.get(key) is held and held.ready is not None and held.ready.done():
                 held.ready = None
-            raise
+            if isinstance(exc, KafkaError):
+                raise
+            log.exception("share-partition %s %s-%d: initialisation failed", group_id, held.topic, partition)
+            raise KafkaError(ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}") from exc
         return held
 
     async def _initialise(self, held: _Held) -> None:
