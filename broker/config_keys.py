@@ -263,13 +263,14 @@ _SERVER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("krait.iceberg.namespace", STRING, "krait", None, LOW, READ_ONLY,
               "the catalog namespace of the topics' tables"),
     # table upkeep (tables/upkeep.py): compaction of small files, snapshot expiry, orphan files
-    ConfigKey("krait.iceberg.upkeep.interval.ms", LONG, "300000", AtLeast(1000), LOW, READ_ONLY,
+    ConfigKey("krait.iceberg.upkeep.interval.ms", LONG, "60000", AtLeast(1000), LOW, READ_ONLY,
               "how often a broker runs the upkeep of the Iceberg tables it writes (compaction, expiry, orphans)"),
     ConfigKey("krait.iceberg.compaction.target.file.bytes", LONG, "134217728", AtLeast(1 << 20), LOW, READ_ONLY,
               "compaction rewrites a table partition's small data files into Parquet files of about this size"),
-    ConfigKey("krait.iceberg.compaction.min.input.files", INT, "100", AtLeast(2), LOW, READ_ONLY,
-              "a table partition is compacted once it holds this many small files (or 2 once no file came for "
-              "15 minutes)"),
+    ConfigKey("krait.iceberg.compaction.min.input.files", INT, "5", AtLeast(2), LOW, READ_ONLY,
+              "a table partition being written is compacted once its newest run of small files (each older one "
+              "no larger than the newer ones together) counts this many; one that got no file for 15 minutes "
+              "from 2 small files"),
     ConfigKey("krait.iceberg.snapshot.retention.ms", LONG, "3600000", AtLeast(0), MEDIUM, READ_ONLY,
               "table snapshots older than this are expired and the files only they used deleted; the current "
               "snapshot and its parent are always kept (1 hour, not Iceberg's 5 days: a commit every 10 s costs "

@@ -10,13 +10,15 @@ worker thread (it blocks on file and catalog I/O).
 hour of the timestamp, by default) smaller than 75% of the target size
 (``krait.iceberg.compaction.target.file.bytes``, 128 MiB; 75% is Iceberg's
 ``min-file-size-bytes`` default) are rewritten, packed in offset order into files of about the
-target size, once the partition holds ``krait.iceberg.compaction.min.input.files`` (100) of
-them, or at least 2 and no new file came for 15 minutes (an hour that has closed). 100 rather
-than Iceberg's 5: each compaction of the hour being written rewrites what was compacted of it
-before, so a threshold of N rewrites an hour of 360 commits ~360/N times (100: about twice
-the hour's bytes written in all; 5: ~36 times), while a reader of that hour opens at most
-~N + a few files. Rows keep their order: sorted by offset within a Kafka partition. When the
-inputs are single-Kafka-partition files with disjoint offset ranges (the default spec) they are
+target size. In an hour still being written that is the newest run of them in which each
+older file holds at most 1.5 times the rows of the newer ones together (:func:`_newest_run`),
+once it counts ``krait.iceberg.compaction.min.input.files`` (5, Iceberg's default) files:
+sizes then about double from the newest file back, like a binary counter, so an hour of 360
+commits holds at most ~11 files and a row is rewritten ~3 times, not once per compaction as
+when every small file of the hour is rewritten each time (~30 times). An hour that got no
+new file for 15 minutes (closed) has all its small files rewritten once.
+Rows keep their order: sorted by offset within a Kafka partition. When the inputs are
+single-Kafka-partition files with disjoint offset ranges (the default spec) they are
 streamed one file at a time (memory: one row group of the output); otherwise a bin of at most
 the target size is sorted in memory. Files of different schema versions (a column added in
 the middle of an hour) are rewritten apart, each keeping its schema. All the partitions compacted by one run go in **one
@@ -67,7 +69,7 @@ the manifests that snapshot wrote). Old ``metadata.json`` files are pyiceberg's 
 upkeep sets ``write.metadata.delete-after-commit.enabled`` on the table (Iceberg keeps the last
 100), else every commit left one behind.
 
-**Calling it.** Every ``krait.iceberg.upkeep.interval.ms`` (5 min), for each table this
+**Calling it.** Every ``krait.iceberg.upkeep.interval.ms`` (1 min), for each table this
 broker writes (in a cluster, one broker per table is enough, e.g. the leader of its lowest
 partition; two at once are safe, they only conflict)::
 
@@ -161,7 +163,10 @@ class UpkeepSettings:
     """What the upkeep does; :meth:`from_config` reads the broker's ``krait.iceberg.*`` keys."""
 
     target_file_bytes: int = 128 * MiB
-    min_input_files: int = 100
+    min_input_files: int = 5
+    #: an older file joins a compaction of the hour being written while it is at most this
+    #: many times the rows of the newer files taken (see _newest_run)
+    tier_ratio: float = 1.5
     #: a partition that got no new file for this long is compacted from 2 small files on
     quiet_ms: int = 15 * 60_000
     #: files below this share of the target are small (Iceberg's min-file-size-bytes default)
@@ -369,16 +374,20 @@ def _plan(table: Table, now_ms: int, settings: UpkeepSettings, report: UpkeepRep
             continue
         groups.setdefault(key, []).append(_Input(f, added_ms[sid], _bounds(f, pid, IntegerType()),
                                                  _bounds(f, oid, LongType())))
-    ready = [(key, files) for key, files in groups.items()
-             if len(files) >= settings.min_input_files
-             or (len(files) >= 2 and newest[key] <= now_ms - settings.quiet_ms)]
+    ready = []
+    for key, files in groups.items():
+        files.sort(key=_offset_order)
+        if len(files) >= 2 and newest[key] <= now_ms - settings.quiet_ms:
+            ready.append((key, files))  # a closed hour: every small file, once
+            continue
+        run = _newest_run(files, settings.tier_ratio)
+        if len(run) >= settings.min_input_files:
+            ready.append((key, run))
     # the partitions with the most small files first, within the bytes of one run
     ready.sort(key=lambda kv: -len(kv[1]))
     bins: list[list[_Input]] = []
     budget = settings.max_rewrite_bytes
     for _key, files in ready:
-        files.sort(key=lambda i: (i.part[0] if i.part[0] is not None else -1,
-                                  i.offs[0] if i.offs[0] is not None else -1, i.file.file_path))
         cur: list[_Input] = []
         size = 0
         for i in files + [None]:  # type: ignore[list-item]
@@ -393,6 +402,34 @@ def _plan(table: Table, now_ms: int, settings: UpkeepSettings, report: UpkeepRep
         if budget <= 0:
             break
     return bins
+
+
+def _offset_order(i: _Input) -> tuple[int, int, str]:
+    return (i.part[0] if i.part[0] is not None else -1, i.offs[0] if i.offs[0] is not None else -1,
+            i.file.file_path)
+
+
+def _newest_run(files: list[_Input], ratio: float) -> list[_Input]:
+    """The files an hour still being written compacts now (``files`` in offset order): the
+    newest file, then each next-older one while it holds at most ``ratio`` times the rows taken
+    so far. A file compacted before is taken again only once about as many rows came after
+    it, so sizes about double from the newest file back (a binary counter). Simulated for 360
+    commits of +-20% rows compacted every 6 commits: ratio 1.5 rewrites a row 3.1 times and
+    the hour never holds more than 11 files; 1.0 lets one slightly larger commit stop the run
+    (up to 45 files), 2.0 rewrites 4.2 times; rewriting every small file each time rewrites
+    a row ~30 times."""
+    run: list[_Input] = []
+    taken = 0
+    for i in reversed(files):
+        # rows, not bytes: a small commit's file is mostly Parquet footer, so a compacted
+        # file is far smaller than its inputs together and bytes would take it every time
+        rows = i.file.record_count
+        if run and rows > ratio * taken:
+            break
+        run.append(i)
+        taken += rows
+    run.reverse()
+    return run
 
 
 def _streamable(b: list[_Input], has_sort: bool) -> bool:

@@ -121,6 +121,34 @@ def test_nothing_to_do_commits_nothing(catalog):
     assert report.files_rewritten == 8 and len(data_files(table.refresh())) == 2
 
 
+def test_the_hour_being_written_is_compacted_like_a_binary_counter(catalog):
+    """Compacting after every 5 commits of 18-22 rows, an older (compacted) file is taken
+    again only once about as many rows came after it: file sizes about double from the newest
+    back, so the files of the hour and the rows rewritten grow as log2 of the commits, not
+    linearly, and a commit a little larger than the next does not stop the run."""
+    w = TableWriter(catalog, "counter")
+    ends = {0: 0}
+    rewritten = written = most_files = 0
+    for r in range(16):  # 80 commits
+        for c in range(5):
+            n = 18 + (r + c) % 5
+            ends = fill(w, 1, n, partitions=(0,), start=ends)
+            written += n
+        table = w.refresh()
+        before = {t.file.file_path: t.file.record_count for t in table.scan().plan_files()}
+        most_files = max(most_files, len(before))
+        report = compact(table, TS, SMALL)
+        assert report.partitions_compacted == 1, f"round {r}: {sorted(before.values())}"
+        after = {t.file.file_path for t in table.refresh().scan().plan_files()}
+        rewritten += sum(n for path, n in before.items() if path not in after)
+        assert content(table) == expected(ends)
+    assert most_files <= 5 + 5, most_files  # 5 new files and ~log2(16) compacted ones
+    # rewriting every small file at each round would rewrite 8.5x the rows written
+    assert rewritten <= 4 * written, (rewritten, written)
+    counts = sorted((t.file.record_count for t in w.refresh().scan().plan_files()), reverse=True)
+    assert len(counts) <= 3 and counts[0] >= written / 2, counts
+
+
 def test_partitions_are_kafka_partition_and_hour(catalog):
     w = TableWriter(catalog, "hours")
     for i in range(6):  # each commit writes rows of two hours
