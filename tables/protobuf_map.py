@@ -1,6 +1,6 @@
 """Protobuf values as Iceberg columns: a registered ``.proto`` schema made into protobuf
-descriptors (the registry's parser gives the ``FileDescriptorProto``), the first message of
-the file mapped to columns, and each payload parsed by protobuf's own (upb, C) parser.
+descriptors (the registry's parser gives the ``FileDescriptorProto``), a message of the
+file mapped to columns, and each payload parsed by protobuf's own (upb, C) parser.
 
 Protobuf -> Iceberg:
 
@@ -20,9 +20,11 @@ recursive messages                         not mapped: the records go to the DLQ
 A scalar field has its value as protobuf reads it (proto3's default when absent); a message
 field is null when absent, a repeated or map field an empty list or map.
 
-Only the file's first message is decoded: a value whose wire-format message indexes name
-another one goes to the DLQ (the first message is what Confluent's serializer's index
-``[0]`` names, and what ``value_schema_latest`` takes).
+Each value is decoded as the message its wire-format message indexes name (Confluent's
+serializer writes the path of the value's message in the file: ``[0]`` the first top-level
+message, ``[1, 0]`` the first message nested in the second); ``value_schema_latest``
+values, which carry no indexes, as the file's first message. Indexes naming no message send
+the value to the DLQ.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ _MESSAGE_TYPES = (_F.TYPE_MESSAGE, _F.TYPE_GROUP)
 
 
 class ProtobufMessage:
-    """The first message of a registered Protobuf schema: its columns and a parser of one
+    """One message of a registered Protobuf schema: its columns and a parser of one
     payload into the Python structure Arrow takes for them."""
 
     def __init__(self, mapped: MappedSchema, parse: Callable[[bytes], dict]) -> None:
@@ -95,9 +97,10 @@ def _descriptor_proto(name: str, text: str, refs: dict[str, str]) -> descriptor_
     return fdp
 
 
-def _pool(text: str, references: tuple[tuple[str, str], ...]) -> tuple[descriptor_pool.DescriptorPool, str]:
+def _pool(text: str, references: tuple[tuple[str, str], ...],
+          indexes: tuple[int, ...] = (0,)) -> tuple[descriptor_pool.DescriptorPool, str]:
     """A pool holding the schema's file (and its references and well-known imports); the
-    file's first message's full name."""
+    full name of the file's message that ``indexes`` names."""
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
     default = descriptor_pool.Default()
@@ -128,8 +131,14 @@ def _pool(text: str, references: tuple[tuple[str, str], ...]) -> tuple[descripto
     if not main.message_type:
         raise SchemaMapError("the Protobuf schema has no message")
     add(main)
-    first = main.message_type[0].name
-    return pool, f"{main.package}.{first}" if main.package else first
+    names, messages = [], main.message_type
+    for i in indexes:
+        if not 0 <= i < len(messages):
+            raise SchemaMapError(f"message indexes {list(indexes)} name no message of the Protobuf schema")
+        names.append(messages[i].name)
+        messages = messages[i].nested_type
+    name = ".".join(names)
+    return pool, f"{main.package}.{name}" if main.package else name
 
 
 class _Mapper:
@@ -187,9 +196,11 @@ def _same(v: object) -> object:
     return v
 
 
-def protobuf_message(text: str, references: tuple[tuple[str, str], ...] = ()) -> ProtobufMessage:
-    """The columns of the schema's first message and a parser of its payloads."""
-    pool, full_name = _pool(text, references)
+def protobuf_message(text: str, references: tuple[tuple[str, str], ...] = (),
+                     indexes: tuple[int, ...] = (0,)) -> ProtobufMessage:
+    """The columns of the schema's message at ``indexes`` (the first by default) and a parser
+    of its payloads."""
+    pool, full_name = _pool(text, references, indexes)
     descriptor = pool.FindMessageTypeByName(full_name)
     struct, convert = _Mapper().message(descriptor)
     cls = message_factory.GetMessageClass(descriptor)

@@ -194,7 +194,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
         b"\x00" + struct.pack(">I", 1) + b"\xff\xff\xff",  # bytes that are not an Order
         good + b"\x00",  # trailing bytes
         avro(ORDER_CLASH, {"id": 1, "region": 5}, 3),  # region int: clashes with the string column
-        b"\x00" + struct.pack(">I", 4) + b"\x02\x02\x0a\x01x",  # Protobuf message N: only the first is decoded
+        b"\x00" + struct.pack(">I", 4) + b"\x02\x0a\x0a\x01x",  # Protobuf message indexes [5]: no such message
         avro({"type": "record", "name": "U", "fields": [{"name": "next", "type": ["null", "U"]}]}, {"next": None}, 5),
         good,
     ]
@@ -216,7 +216,7 @@ def test_every_kind_of_bad_input_goes_to_the_dlq(catalog):
     assert "bytes left after the Avro value" in errors[5]
     assert errors[6] == "schema id 3 does not fit the table: column region is string in the table, int in the " \
                         "record's schema"
-    assert "message indexes [1]: only the schema's first message" in errors[7]
+    assert "message indexes [5] name no message of the Protobuf schema" in errors[7]
     assert "recursive" in errors[8]
     assert {d["offset"]: d["value"] for d in dlq}[1] == b"plain text"
     assert all(d["key"] == b"k%d" % d["offset"] and d["partition"] == 0 for d in dlq)
@@ -485,6 +485,34 @@ def test_protobuf_values_into_columns(catalog):
     r = region(0, [a.SerializeToString()], start=4)
     t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST)
     assert rows_of(t.main)[-1]["id"] == 1
+
+
+def test_protobuf_values_of_other_messages_than_the_first(catalog):
+    """Confluent's serializer names the value's message by its index path in the file: [1]
+    the second top-level message, [1, 0] the first one nested in it. Each is decoded as that
+    message; its fields join the table's columns as another schema's would."""
+    text = ('syntax = "proto3"; package p;\n'
+            "message First { int32 a = 1; }\n"
+            "message Second { string b = 1; message Inner { int64 c = 1; } Inner inner = 2; }\n")
+    reg = Registry()
+    reg.add(31, text, "PROTOBUF", subject="multi-value")
+    t = TopicTable(catalog, "multi", reg, mode=VALUE_SCHEMA_ID_PREFIX)
+    head = b"\x00" + struct.pack(">I", 31)
+    first = head + b"\x00" + b"\x08\x05"  # [0] (the single byte 0): First{a: 5}
+    second = head + b"\x02\x02" + b"\x0a\x02hi" + b"\x12\x02\x08\x07"  # [1]: Second{b: "hi", inner{c: 7}}
+    inner = head + b"\x04\x02\x00" + b"\x08\x09"  # [1, 0]: Second.Inner{c: 9}
+    nowhere = head + b"\x04\x02\x02" + b"\x08\x09"  # [1, 1]: Second has one nested message
+    r = region(0, [second, first, inner, nowhere])
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_ID_PREFIX) == {0: 4}
+    got = {g["offset"]: g for g in rows_of(t.main)}
+    assert sorted(got) == [0, 1, 2]
+    cols = [f.name for f in t.main.table.schema().fields][6:]
+    assert set(cols) == {"a", "b", "inner", "c"}, cols
+    assert (got[0]["b"], got[0]["inner"], got[0]["a"], got[0]["c"]) == ("hi", {"c": 7}, None, None)
+    assert (got[1]["a"], got[1]["b"]) == (5, None)
+    assert (got[2]["c"], got[2]["b"], got[2]["a"]) == (9, None, None)
+    errors = {d["offset"]: d["error"] for d in rows_of(t.dlq)}
+    assert list(errors) == [3] and "message indexes [1, 1] name no message" in errors[3], errors
 
 
 def test_avro_logical_types_and_a_widened_column(catalog):
