@@ -38,6 +38,7 @@ from .config_def import (
     render_value,
     walk,
 )
+from .iceberg_spec import DEFAULT_PARTITION_SPEC, PARTITION_SPEC_KEY, PartitionSpecSyntax
 
 #: the values of krait.iceberg.mode, declared here because storage declares the key and must
 #: not import tables/ (the layer above it); tables.modes takes its names from this tuple
@@ -122,6 +123,9 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
               "keep the topic as an Apache Iceberg table: disabled, key_value, or the value decoded with the "
               "registry schema its prefix names (value_schema_id_prefix) or its subject's latest "
               "(value_schema_latest)", topic=TopicSynonym()),
+    ConfigKey(PARTITION_SPEC_KEY, STRING, DEFAULT_PARTITION_SPEC, PartitionSpecSyntax(), MEDIUM, _DYN,
+              "the partition spec of the topic's Iceberg table (Redpanda's syntax); a change evolves the table's "
+              "spec at the next commit, older files keep theirs", topic=TopicSynonym()),
     # Kafka's keys that storage has no use for (codec levels, tiered storage): accepted at
     # both levels so that clients which set them are not refused; they change nothing here
     *(ConfigKey(f"compression.{codec}.level", INT, level, dynamic=_DYN, use=ACCEPTED,

@@ -6,7 +6,8 @@ in a topic's name, so no table of a topic has this name.
 
 Columns: the ``key_value`` layout's (partition, offset, timestamp, timestamp_type, key,
 value, headers; ``value`` the raw bytes, prefix included) and ``error`` (required string),
-with the same partition spec as the topic's table. How its rows and the main table's are
+partitioned by the default spec whatever the topic's ``krait.iceberg.partition.spec`` (which
+may name decoded fields this table lacks). How its rows and the main table's are
 committed exactly once is :mod:`tables.decoded`'s module doc.
 """
 

@@ -15,14 +15,15 @@ The timestamp is ``timestamptz`` (an instant, as Kafka's is): Spark reads it as 
 ``TimestampType``, the type ``kafka-segments`` gives the same column, so the table and the
 tail of the log union without a cast.
 
-Partitioning is a spec string in Redpanda's ``redpanda.iceberg.partition.spec`` syntax:
-``(partition, hour(timestamp))`` by default; each item is a column (identity) or
-``year|month|day|hour(col)``, ``bucket(N, col)``, ``truncate(W, col)``.
+Partitioning is a spec string in Redpanda's ``redpanda.iceberg.partition.spec`` syntax (the
+topic config ``krait.iceberg.partition.spec``), ``(partition, hour(timestamp))`` by default;
+each item is a column (identity) or ``year|month|day|hour(col)``, ``bucket(N, col)``,
+``truncate(W, col)``. The syntax is :mod:`storage.iceberg_spec`'s (storage validates the
+config value with it); this module binds a spec to a table's columns.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -49,10 +50,10 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-__all__ = ["DEFAULT_PARTITION_SPEC", "KEY_VALUE_ARROW_SCHEMA", "HEADER_TYPE", "key_value_schema", "parse_spec_names",
-           "partition_spec"]
+from storage.iceberg_spec import DEFAULT_PARTITION_SPEC, IDENTITY, SpecField, parse_partition_spec
 
-DEFAULT_PARTITION_SPEC = "(partition, hour(timestamp))"
+__all__ = ["DEFAULT_PARTITION_SPEC", "KEY_VALUE_ARROW_SCHEMA", "HEADER_TYPE", "bind_spec", "key_value_schema",
+           "partition_spec"]
 
 
 def key_value_schema() -> Schema:
@@ -86,56 +87,38 @@ KEY_VALUE_ARROW_SCHEMA = pa.schema([
 ])
 
 _TIME = {"year": YearTransform, "month": MonthTransform, "day": DayTransform, "hour": HourTransform}
-_ITEM = re.compile(r"^(?:(?P<fn>[a-z]+)\((?:(?P<n>\d+)\s*,\s*)?(?P<col>[A-Za-z_][\w.]*)\)|(?P<ident>[A-Za-z_][\w.]*))$")
 
 
-def parse_spec_names(spec: str | Sequence[str]) -> list[str]:
-    """``"(partition, hour(timestamp))"`` -> ``["partition", "hour(timestamp)"]`` (a
-    sequence is taken as the items already)."""
-    if not isinstance(spec, str):
-        return [s.strip() for s in spec]
-    s = spec.strip()
-    if s.startswith("(") and s.endswith(")"):
-        s = s[1:-1]
-    items, depth, cur = [], 0, ""
-    for ch in s:
-        if ch == "," and depth == 0:
-            items.append(cur.strip())
-            cur = ""
-            continue
-        depth += (ch == "(") - (ch == ")")
-        cur += ch
-    if cur.strip():
-        items.append(cur.strip())
-    return items
-
-
-def _transform(fn: str | None, n: str | None, item: str) -> Transform:
-    if fn is None:
+def _transform(field: SpecField) -> Transform:
+    if field.transform == IDENTITY:
         return IdentityTransform()
-    if fn in _TIME and n is None:
-        return _TIME[fn]()
-    if fn == "bucket" and n is not None:
-        return BucketTransform(int(n))
-    if fn == "truncate" and n is not None:
-        return TruncateTransform(int(n))
-    raise ValueError(f"unknown partition transform {item!r}")
+    if field.transform in _TIME:
+        return _TIME[field.transform]()
+    if field.transform == "bucket":
+        return BucketTransform(field.param)
+    return TruncateTransform(field.param)
+
+
+def bind_spec(schema: Schema, spec: str | Sequence[str]) -> list[tuple[SpecField, NestedField, Transform]]:
+    """Each item of ``spec`` (a spec string, or its items) with the column of ``schema`` it
+    partitions by and its transform; ValueError for a syntax error, a column the schema
+    lacks, or one of a type the transform does not take (hour of a binary key)."""
+    text = spec if isinstance(spec, str) else f"({', '.join(spec)})"
+    out = []
+    for item in parse_partition_spec(text):
+        try:
+            source = schema.find_field(item.column)
+        except ValueError:
+            raise ValueError(f"partition spec names no column of the table: {item.column!r}") from None
+        transform = _transform(item)
+        if not transform.can_transform(source.field_type):
+            raise ValueError(f"{item}: {item.transform} cannot partition the {source.field_type} column {item.column}")
+        out.append((item, source, transform))
+    return out
 
 
 def partition_spec(schema: Schema, spec: str | Sequence[str] = DEFAULT_PARTITION_SPEC) -> PartitionSpec:
-    """The Iceberg partition spec of ``schema`` that ``spec`` names; ValueError for an
-    unknown column or transform. Field ids start at 1000, as Iceberg's do."""
-    fields = []
-    for i, item in enumerate(parse_spec_names(spec)):
-        m = _ITEM.match(item)
-        if m is None:
-            raise ValueError(f"bad partition spec item {item!r}")
-        col = m["col"] or m["ident"]
-        try:
-            source = schema.find_field(col)
-        except ValueError:
-            raise ValueError(f"partition spec names no column of the table: {col!r}") from None
-        transform = _transform(m["fn"], m["n"], item)
-        name = col if m["fn"] is None else f"{col}_{m['fn']}"
-        fields.append(PartitionField(source.field_id, 1000 + i, transform, name))
-    return PartitionSpec(*fields)
+    """The Iceberg partition spec of ``schema`` that ``spec`` names (see :func:`bind_spec`
+    for its errors). Field ids start at 1000, as Iceberg's do."""
+    return PartitionSpec(*(PartitionField(source.field_id, 1000 + i, transform, item.name)
+                           for i, (item, source, transform) in enumerate(bind_spec(schema, spec))))

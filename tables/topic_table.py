@@ -30,6 +30,11 @@ effect at the next commit, as Kafka config changes do):
   in the earlier rows); the decoded columns stay, null in the new rows;
 - between the two decoded modes: the same table; only the schema each value is decoded
   with changes.
+
+The partition spec (``krait.iceberg.partition.spec``) is read at every commit too: the
+main table's spec follows it (:class:`tables.writer.TableWriter`). The DLQ table keeps the
+default spec: its columns are the ``key_value`` layout's, which the topic's spec, naming
+decoded fields, need not fit.
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ class TopicTable:
     @property
     def dlq(self) -> TableWriter:
         if self._dlq is None:
-            self._dlq = TableWriter(self.catalog, self.topic, namespace=self.namespace, spec=self.spec,
+            self._dlq = TableWriter(self.catalog, self.topic, namespace=self.namespace, spec=DEFAULT_PARTITION_SPEC,
                                     snapshot_properties=self.snapshot_properties, schema=dlq_schema(),
                                     name=dlq_topic(self.topic))
         return self._dlq
@@ -79,10 +84,14 @@ class TopicTable:
         """partition -> next offset of the main table (where the next region starts)."""
         return self.main.committed_offsets()
 
-    def append(self, batches: Mapping[int, tuple[pa.Table, int]], mode: str) -> dict[int, int] | None:
+    def append(self, batches: Mapping[int, tuple[pa.Table, int]], mode: str,
+               spec: str | None = None) -> dict[int, int] | None:
         """Commit each partition's ``key_value`` rows (``partition -> (rows, next offset)``)
-        in ``mode``: the DLQ table first, then the main table (see the module doc). The main
-        table's new offsets, or None when it had nothing new."""
+        in ``mode``: the DLQ table first, then the main table (see the module doc), the main
+        table with the partition spec ``spec`` (None: as before). The main table's new
+        offsets, or None when it had nothing new."""
+        if spec is not None:
+            self.spec = self.main.spec = spec
         if mode == KEY_VALUE:
             return self.main.append(batches, schema=key_value_schema())
         if mode not in DECODED_MODES:

@@ -45,7 +45,9 @@ replace commit** (Iceberg's ``replace`` operation: same rows, other files), whic
   offsets of the first base and lose a writer's.
 
 A table with delete files (row-level deletes by another engine) is not compacted, nor are
-files of an older partition spec or another file format.
+files of an older partition spec or another file format. A compaction whose table got a new
+partition spec before its commit (``krait.iceberg.partition.spec`` changed) is abandoned:
+its files are partitioned by the spec they were planned with.
 
 **Snapshot expiry** (:func:`expire_snapshots`). Snapshots older than
 ``krait.iceberg.snapshot.retention.ms`` (1 hour; Iceberg's ``history.expire.max-snapshot-age-ms``
@@ -578,6 +580,12 @@ def _commit_replace(table: Table, removed: list[DataFile], added: list[DataFile]
                     report: UpkeepReport, before_commit: Callable[[int], None] | None) -> bool:
     """True once committed; False with ``report.abandoned`` set when it certainly was not."""
     for attempt in range(settings.max_attempts):
+        if any(f.spec_id != table.metadata.default_spec_id for f in removed):
+            # the new files are partitioned as their inputs (the spec current at planning) and
+            # pyiceberg lists added files in a manifest of the table's current spec: after a
+            # writer evolved the spec they would be misread
+            report.abandoned = "the table's partition spec changed meanwhile"
+            return False
         if table.properties.get(RETRIES_PROPERTY) != "0":
             _ensure_properties(table, settings)
         # the offsets the table holds now: the new snapshot says the same (see the module doc)

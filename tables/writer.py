@@ -32,10 +32,21 @@ as the rows. Rows are matched to the table's columns by name; a column they lack
 Snapshots written by something else (a compaction that rewrites files, which keeps the
 table's contents) may lack the properties: the offsets are those of the nearest ancestor
 that has them.
+
+The partition spec is the writer's ``spec`` (the topic config ``krait.iceberg.partition.spec``):
+a new table is created with it, and before each append a table whose spec differs has it
+evolved (pyiceberg's ``update_spec``: the fields no longer named removed, the new ones
+added) in a commit of its own, so the append's files use the new spec and the older files
+keep theirs (Iceberg reads a table of mixed specs). A spec the table cannot take (a column
+it does not have, a transform the column's type does not allow) is logged once and the
+table keeps its spec: a spec never holds the topic up. A new table is then created with the
+default spec. A column the append itself adds (a decoded mode's value field) is not
+warned about: the next append evolves the spec to it.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Mapping
@@ -44,15 +55,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import VoidTransform
+
+from storage.iceberg_spec import PARTITION_SPEC_KEY
 
 from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
-from .layout import DEFAULT_PARTITION_SPEC, key_value_schema, partition_spec
+from .layout import DEFAULT_PARTITION_SPEC, bind_spec, key_value_schema, partition_spec
 from .schema_map import arrow_type, needs_update
 
-__all__ = ["LeanTransaction", "OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform", "snapshot_offsets"]
+__all__ = ["LeanTransaction", "OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform",
+           "snapshot_offsets"]
 
 OFFSET_PREFIX = "krait.offset."
 #: table property naming the topic a table holds (the table name maps some characters)
@@ -62,6 +78,8 @@ RETRIES_PROPERTY = "commit.retry.num-retries"
 #: snapshot summary property naming the broker (node.id) that wrote the snapshot: which
 #: broker wrote what, across leadership changes, is then visible in the table's history
 WRITER_PROPERTY = "krait.writer.broker"
+
+log = logging.getLogger("krait.tables")
 
 
 class LeanTransaction(Transaction):
@@ -129,10 +147,13 @@ class TableWriter:
         self.topic = topic
         self.identifier = table_identifier(name if name is not None else topic, namespace)
         self.initial_schema = schema if schema is not None else key_value_schema()
+        #: the partition spec the table is given (see the module doc); may change between appends
         self.spec = spec
         self.max_attempts = max_attempts
         #: commits that failed on a concurrent commit and were retried (for metrics and tests)
         self.conflicts = 0
+        #: the spec last found unfit for the table (its warning is logged once)
+        self._unfit_spec: str | None = None
         self.table = self._open_or_create()
 
     def _open_or_create(self) -> Table:
@@ -143,7 +164,13 @@ class TableWriter:
         ensure_namespace(self.catalog, self.identifier[0])
         schema = self.initial_schema
         try:
-            return self.catalog.create_table(self.identifier, schema, partition_spec=partition_spec(schema, self.spec),
+            spec = partition_spec(schema, self.spec)
+        except ValueError:
+            # a column the first append adds (decoded modes), or one that never comes: the
+            # appends evolve the spec or warn (see the module doc)
+            spec = partition_spec(schema, DEFAULT_PARTITION_SPEC)
+        try:
+            return self.catalog.create_table(self.identifier, schema, partition_spec=spec,
                                              properties={TOPIC_PROPERTY: self.topic, RETRIES_PROPERTY: "0"})
         except TableAlreadyExistsError:  # another writer created it first
             return self._no_library_retry(self.catalog.load_table(self.identifier))
@@ -173,8 +200,10 @@ class TableWriter:
         """Append each partition's rows (``partition -> (rows, next offset after them)``) in
         one snapshot whose summary holds the new offsets and everybody else's; retried on a
         concurrent commit (see the module doc). ``schema``: columns the table must have for
-        these rows (added in the same commit when it lacks them). Returns the offsets of the
-        snapshot written, or None when there was nothing new to write."""
+        these rows (added in the same commit when it lacks them). The table's partition spec
+        is made ``self.spec`` first, in a commit of its own, when it differs. Returns the
+        offsets of the snapshot written, or None when there was nothing new to write."""
+        self.conform_spec(pending=schema)
         for attempt in range(self.max_attempts):
             offsets = snapshot_offsets(self.table)
             if all(next_offset <= offsets.get(p, -1) for p, (_, next_offset) in batches.items()):
@@ -200,6 +229,71 @@ class TableWriter:
                 time.sleep(random.uniform(0, 0.01 * min(attempt + 1, 10)))
                 self.refresh()
         raise CommitFailedException(f"{self.identifier}: {self.max_attempts} commits failed on concurrent commits")
+
+    def conform_spec(self, pending: Schema | None = None) -> bool:
+        """Evolve the table's partition spec to ``self.spec`` if it differs (one commit,
+        retried on a concurrent one); True when it did. A spec the table cannot take is
+        logged once and left (see the module doc); ``pending``: the schema an append is
+        about to give the table, whose new columns the next call can partition by."""
+        for attempt in range(self.max_attempts):
+            try:
+                wanted = {(source.field_id, str(transform)): (item, transform)
+                          for item, source, transform in bind_spec(self.table.schema(), self.spec)}
+            except ValueError as exc:
+                if pending is not None and _binds(pending, self.spec):
+                    return False
+                self._unfit(str(exc))
+                return False
+            current = {(f.source_id, str(f.transform)): f for f in self.table.spec().fields
+                       if not isinstance(f.transform, VoidTransform)}
+            if wanted.keys() == current.keys():
+                # the order of the fields is left as it is: Iceberg cannot reorder them
+                return False
+            tx = LeanTransaction(self.table)
+            try:
+                with tx.update_spec() as update:
+                    for key, field in current.items():
+                        if key not in wanted:
+                            update.remove_field(field.name)
+                    for key, (item, transform) in wanted.items():
+                        if key not in current:
+                            update.add_field(item.column, transform, item.name)
+            except ValueError as exc:  # pyiceberg's own checks (a field name that is a column's)
+                self._unfit(str(exc))
+                return False
+            before = self.table.spec()
+            try:
+                self.table = tx.commit_transaction()
+            except CommitFailedException:
+                self.conflicts += 1
+                time.sleep(random.uniform(0, 0.01 * min(attempt + 1, 10)))
+                self.refresh()
+                continue
+            log.info("%s: the partition spec of the Iceberg table %s is now %s (%s=%s); files written before keep "
+                     "theirs (%s)", self.topic, ".".join(self.identifier), _spec_text(self.table.spec()),
+                     PARTITION_SPEC_KEY, self.spec, _spec_text(before))
+            return True
+        raise CommitFailedException(f"{self.identifier}: {self.max_attempts} spec updates failed on concurrent commits")
+
+    def _unfit(self, reason: str) -> None:
+        if self._unfit_spec != self.spec:
+            self._unfit_spec = self.spec
+            log.warning("%s: %s=%s does not fit the Iceberg table %s (%s): the table keeps its partition spec %s",
+                        self.topic, PARTITION_SPEC_KEY, self.spec, ".".join(self.identifier), reason,
+                        _spec_text(self.table.spec()))
+
+
+def _spec_text(spec: PartitionSpec) -> str:
+    # pyiceberg's own rendering spans lines
+    return f"({', '.join(f'{f.name}: {f.transform}' for f in spec.fields)})"
+
+
+def _binds(schema: Schema, spec: str) -> bool:
+    try:
+        bind_spec(schema, spec)
+    except ValueError:
+        return False
+    return True
 
 
 def _fresh(batches: Mapping[int, tuple[pa.Table, int]], offsets: Mapping[int, int],

@@ -10,10 +10,11 @@ The log is read on the event loop (storage is synchronous and not thread-safe: o
 per partition and commit); decoding and the pyiceberg commit, which block, run on a worker
 thread, one commit at a time.
 
-The mode is read from each topic's config at every commit, so a change (AlterConfigs,
-IncrementalAlterConfigs, ``kafka-configs --alter``) takes effect at the next commit, as
-Kafka's config changes do; what it does to an existing table is
-:mod:`tables.topic_table`'s module doc. The decoded modes look schemas up in this broker's
+The mode and the partition spec (``krait.iceberg.partition.spec``) are read from each
+topic's config at every commit, so a change (AlterConfigs, IncrementalAlterConfigs,
+``kafka-configs --alter``) takes effect at the next commit, as Kafka's config changes do;
+what it does to an existing table is :mod:`tables.topic_table`'s and
+:mod:`tables.writer`'s module docs. The decoded modes look schemas up in this broker's
 own registry replica (:mod:`broker.tables.registry_source`): the registry service of the
 registry listener when there is one, else one the driver keeps for reading only.
 """
@@ -26,6 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from storage.iceberg_spec import DEFAULT_PARTITION_SPEC
 from tables.modes import DECODED_MODES, DISABLED, parse_mode
 
 from ..schema_registry.service import SchemaRegistryService
@@ -169,7 +171,7 @@ class TableTopics:
         if report.abandoned:
             log.info("Iceberg table of %s: a compaction was given up: %s", name, report.abandoned)
 
-    def _writer(self, topic: str, mode: str, source: RegistrySource) -> TopicTable:
+    def _writer(self, topic: str, mode: str, source: RegistrySource, spec: str) -> TopicTable:
         if self._catalog is None:
             self._catalog = _lib().catalog.open_catalog(self.broker.log_dirs[0], catalog_uri=self.catalog_uri,
                                          warehouse=self.warehouse)
@@ -177,9 +179,18 @@ class TableTopics:
         if writer is None:
             lib = _lib()
             writer = self._writers[topic] = lib.topic_table.TopicTable(
-                self._catalog, topic, source, mode=mode, namespace=self.namespace,
+                self._catalog, topic, source, mode=mode, namespace=self.namespace, spec=spec,
                 snapshot_properties={lib.writer.WRITER_PROPERTY: str(self.broker.node_id)})
         return writer
+
+    def partition_spec(self, topic: str, partitions: list[int]) -> str:
+        """``topic``'s ``krait.iceberg.partition.spec`` as its config says now (a topic config:
+        every partition's log has the same)."""
+        for p in partitions:
+            part = self.broker.replicas.partitions.get((topic, p))
+            if part is not None:
+                return part.log.config.krait_iceberg_partition_spec
+        return DEFAULT_PARTITION_SPEC
 
     async def sync(self, topic: str, partitions: list[int], mode: str = "key_value") -> None:
         """One commit of ``topic``'s led ``partitions`` in ``mode``: what the table lacks, up
@@ -194,7 +205,8 @@ class TableTopics:
                             "waits", topic)
                 return
             source.prepare([_lib().decoded.value_subject(topic)])  # on the event loop: it reads _schemas
-        writer = await asyncio.to_thread(self._writer, topic, mode, source)
+        spec = self.partition_spec(topic, partitions)
+        writer = await asyncio.to_thread(self._writer, topic, mode, source, spec)
         committed = await asyncio.to_thread(writer.committed_offsets)
         self._known[topic] = dict(committed)
         work = {}
@@ -217,14 +229,15 @@ class TableTopics:
             work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
         if not work:
             return
-        written = await asyncio.to_thread(self._append, writer, work, mode)
+        written = await asyncio.to_thread(self._append, writer, work, mode, spec)
         if written:
             self._known[topic] = dict(written)
 
     @staticmethod
-    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str) -> dict[int, int] | None:
+    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str,
+                spec: str) -> dict[int, int] | None:
         batches = {}
         for p, (buf, aborted, start, end) in work.items():
             rows = _lib().records.region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
             batches[p] = (rows.table, rows.next_offset)
-        return writer.append(batches, mode)
+        return writer.append(batches, mode, spec)

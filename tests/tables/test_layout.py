@@ -7,7 +7,7 @@ from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, I
 
 from storage.config_def import ConfigError
 from tables.catalog import embedded_paths, open_catalog, table_identifier, table_name
-from tables.layout import key_value_schema, parse_spec_names, partition_spec
+from tables.layout import key_value_schema, partition_spec
 from tables.modes import MODES, parse_mode
 
 
@@ -24,13 +24,18 @@ def test_partition_spec_default_and_configured():
     spec = partition_spec(s)
     assert [(f.source_id, type(f.transform), f.name) for f in spec.fields] == [
         (1, IdentityTransform, "partition"), (3, HourTransform, "timestamp_hour")]
-    assert parse_spec_names("(partition, bucket(16, key), day(timestamp))") == ["partition", "bucket(16, key)",
-                                                                                 "day(timestamp)"]
+    spec = partition_spec(s, "(partition, bucket(16, key), truncate(4, value), day(timestamp))")
+    assert [(f.source_id, f.field_id, str(f.transform), f.name) for f in spec.fields] == [
+        (1, 1000, "identity", "partition"), (5, 1001, "bucket[16]", "key_bucket_16"),
+        (6, 1002, "truncate[4]", "value_trunc_4"), (3, 1003, "day", "timestamp_day")]
     spec = partition_spec(s, ["bucket(16, key)", "day(timestamp)"])
     assert [type(f.transform) for f in spec.fields] == [BucketTransform, DayTransform]
     assert partition_spec(s, "()").fields == ()
-    for bad in ("(nosuch)", "(hour(nosuch))", "(fortnight(timestamp))", "(partition"):
-        with pytest.raises(ValueError):
+    for bad, message in (("(nosuch)", "no column"), ("(hour(nosuch))", "no column"),
+                         ("(fortnight(timestamp))", "unknown partition transform"), ("(partition", "expected"),
+                         ("(hour(key))", "hour cannot partition the binary column key"),
+                         ("(headers)", "identity cannot partition")):
+        with pytest.raises(ValueError, match=message):
             partition_spec(s, bad)
 
 
