@@ -38,11 +38,8 @@ from .config_def import (
     render_value,
     walk,
 )
+from .iceberg_mode import MODE_KEY, IcebergModeSyntax
 from .iceberg_spec import DEFAULT_PARTITION_SPEC, PARTITION_SPEC_KEY, PartitionSpecSyntax
-
-#: the values of krait.iceberg.mode, declared here because storage declares the key and must
-#: not import tables/ (the layer above it); tables.modes takes its names from this tuple
-ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
 
 __all__ = ["LogConfig", "LOG_KEYS", "LONG_MAX", "INT_MAX", "TOPIC_CONFIG_NAMES", "TOPIC_KEYS"]
 
@@ -119,10 +116,11 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("unclean.leader.election.enable", BOOLEAN, "false", None, HIGH, _DYN,
               "may a replica outside the ISR become leader", topic=TopicSynonym()),
     # Krait's own (issue 27): storage only carries it; broker/tables/ writes the table
-    ConfigKey("krait.iceberg.mode", STRING, "disabled", OneOf(ICEBERG_MODES), MEDIUM, _DYN,
+    ConfigKey(MODE_KEY, STRING, "disabled", IcebergModeSyntax(), MEDIUM, _DYN,
               "keep the topic as an Apache Iceberg table: disabled, key_value, or the value decoded with the "
-              "registry schema its prefix names (value_schema_id_prefix) or its subject's latest "
-              "(value_schema_latest)", topic=TopicSynonym()),
+              "registry schema its prefix names (value_schema_id_prefix) or a subject's latest "
+              "(value_schema_latest[:subject=S][,protobuf_name=M]; default subject <topic>-value)",
+              topic=TopicSynonym()),
     ConfigKey(PARTITION_SPEC_KEY, STRING, DEFAULT_PARTITION_SPEC, PartitionSpecSyntax(), MEDIUM, _DYN,
               "the partition spec of the topic's Iceberg table (Redpanda's syntax); a change evolves the table's "
               "spec at the next commit, older files keep theirs", topic=TopicSynonym()),

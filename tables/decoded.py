@@ -249,10 +249,11 @@ def _json_codec(s: RegistrySchema) -> _Codec:
     return _Codec(mapped, read)
 
 
-def _protobuf_codec(s: RegistrySchema, indexes: tuple[int, ...] = (0,)) -> _Codec:
-    """The codec of the schema's message at ``indexes``; its values' indexes were read when
-    they were grouped by message (:meth:`ValueDecoder._by_message`) and are skipped here."""
-    message = protobuf_message(s.schema, s.references, indexes)
+def _protobuf_codec(s: RegistrySchema, which: tuple[int, ...] | str = (0,)) -> _Codec:
+    """The codec of the schema's message at the index path ``which``, or of that full name;
+    prefixed values' indexes were read when they were grouped by message
+    (:meth:`ValueDecoder._by_message`) and are skipped here."""
+    message = protobuf_message(s.schema, s.references, which)
     parse = message.parse
 
     def read(data: bytes, starts: list[int], ends: list[int], prefixed: bool) -> list[object]:
@@ -307,8 +308,8 @@ class ValueDecoder:
         self.grace_s = grace_s
         self.clock = clock
         self._codecs: dict[int, _Codec | str] = {}
-        #: Protobuf codecs of messages other than the first, by (id, message indexes)
-        self._message_codecs: dict[tuple[int, tuple[int, ...]], _Codec | str] = {}
+        #: Protobuf codecs of messages other than the first, by (id, message indexes or name)
+        self._message_codecs: dict[tuple[int, tuple[int, ...] | str], _Codec | str] = {}
         #: unknown ids above the registry's highest: when this decoder first met each
         self._waiting: dict[int, float] = {}
 
@@ -334,9 +335,13 @@ class ValueDecoder:
         self._codecs[schema_id] = out
         return out
 
-    def decode(self, rows: pa.Table, table_schema: Schema, mode: str) -> DecodedRows:
+    def decode(self, rows: pa.Table, table_schema: Schema, mode: str, *, subject: str | None = None,
+               protobuf_name: str | None = None) -> DecodedRows:
         """The main-table and DLQ rows of ``rows`` (the key_value rows of a region, one or
-        more partitions) decoded in ``mode``, against the table's current schema."""
+        more partitions) decoded in ``mode``, against the table's current schema.
+        ``value_schema_latest`` takes the latest schema of ``subject`` (default
+        ``<topic>-value``) and, for Protobuf, the message ``protobuf_name`` (default: the
+        schema's first)."""
         n = rows.num_rows
         values = rows.column("value").combine_chunks()
         if isinstance(values, pa.ChunkedArray):  # an empty table's column
@@ -358,9 +363,10 @@ class ValueDecoder:
         elif mode == VALUE_SCHEMA_LATEST:
             valid = values.is_valid().to_numpy(zero_copy_only=False)
             status = valid.astype(np.int8)
-            latest = self.source.latest_id(value_subject(self.topic))
+            subject = subject or value_subject(self.topic)
+            latest = self.source.latest_id(subject)
             if latest is None:
-                to_dlq(np.flatnonzero(valid), f"subject {value_subject(self.topic)} has no schema in the registry")
+                to_dlq(np.flatnonzero(valid), f"subject {subject} has no schema in the registry")
                 status[:] = 0
             ids = np.full(n, latest if latest is not None else -1, dtype=np.int64)
             skip = 0
@@ -388,7 +394,13 @@ class ValueDecoder:
                 to_dlq(idx, codec)
                 continue
             subgroups = [(idx, codec, "")]
-            if codec.indexed and mode == VALUE_SCHEMA_ID_PREFIX:
+            if codec.indexed and mode == VALUE_SCHEMA_LATEST and protobuf_name:
+                named = self._message_codec(int(sid), protobuf_name)
+                if isinstance(named, str):
+                    to_dlq(idx, named)
+                    continue
+                subgroups = [(idx, named, f" (message {protobuf_name})")]
+            elif codec.indexed and mode == VALUE_SCHEMA_ID_PREFIX:
                 subgroups = []
                 for path, sub in self._by_message(values, idx, to_dlq).items():
                     c = codec if path == (0,) else self._message_codec(int(sid), path)
@@ -457,15 +469,16 @@ class ValueDecoder:
             paths.setdefault(tuple(path), []).append(i)
         return {path: np.asarray(sub, dtype=np.int64) for path, sub in paths.items()}
 
-    def _message_codec(self, schema_id: int, indexes: tuple[int, ...]) -> _Codec | str:
-        """The codec of a Protobuf schema's message other than the first (the id is known)."""
-        key = (schema_id, indexes)
+    def _message_codec(self, schema_id: int, which: tuple[int, ...] | str) -> _Codec | str:
+        """The codec of a Protobuf schema's message at an index path or of a full name (the
+        id is known)."""
+        key = (schema_id, which)
         got = self._message_codecs.get(key)
         if got is None:
             s = self.source.schema_by_id(schema_id)
             assert s is not None  # its first message's codec was made from it
             try:
-                got = _protobuf_codec(s, indexes)
+                got = _protobuf_codec(s, which)
             except SchemaMapError as exc:
                 got = f"schema id {schema_id}: {exc}"
             except Exception as exc:  # as in _codec: the records to the DLQ, the topic goes on

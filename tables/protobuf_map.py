@@ -197,11 +197,17 @@ def _same(v: object) -> object:
 
 
 def protobuf_message(text: str, references: tuple[tuple[str, str], ...] = (),
-                     indexes: tuple[int, ...] = (0,)) -> ProtobufMessage:
-    """The columns of the schema's message at ``indexes`` (the first by default) and a parser
-    of its payloads."""
-    pool, full_name = _pool(text, references, indexes)
-    descriptor = pool.FindMessageTypeByName(full_name)
+                     which: tuple[int, ...] | str = (0,)) -> ProtobufMessage:
+    """The columns of one message of the schema and a parser of its payloads: the message at
+    the index path ``which`` (the first by default), or the one of that full name
+    (``value_schema_latest``'s ``protobuf_name`` option)."""
+    pool, full_name = _pool(text, references, which if isinstance(which, tuple) else (0,))
+    if isinstance(which, str):
+        full_name = which.removeprefix(".")
+    try:
+        descriptor = pool.FindMessageTypeByName(full_name)
+    except KeyError:
+        raise SchemaMapError(f"the Protobuf schema has no message {full_name}") from None
     struct, convert = _Mapper().message(descriptor)
     cls = message_factory.GetMessageClass(descriptor)
     from_string = cls.FromString

@@ -85,11 +85,13 @@ class TopicTable:
         return self.main.committed_offsets()
 
     def append(self, batches: Mapping[int, tuple[pa.Table, int]], mode: str,
-               spec: str | None = None) -> dict[int, int] | None:
+               spec: str | None = None, *, subject: str | None = None,
+               protobuf_name: str | None = None) -> dict[int, int] | None:
         """Commit each partition's ``key_value`` rows (``partition -> (rows, next offset)``)
         in ``mode``: the DLQ table first, then the main table (see the module doc), the main
-        table with the partition spec ``spec`` (None: as before). The main table's new
-        offsets, or None when it had nothing new."""
+        table with the partition spec ``spec`` (None: as before). ``subject`` and
+        ``protobuf_name``: ``value_schema_latest``'s options (tables.modes). The main table's
+        new offsets, or None when it had nothing new."""
         if spec is not None:
             self.spec = self.main.spec = spec
         if mode == KEY_VALUE:
@@ -101,7 +103,7 @@ class TopicTable:
         main: dict[int, tuple[pa.Table, int]] = {}
         dlq: dict[int, tuple[pa.Table, int]] = {}
         for p, (rows, next_offset) in sorted(batches.items()):
-            got = self.decoder.decode(rows, schema, mode)
+            got = self.decoder.decode(rows, schema, mode, subject=subject, protobuf_name=protobuf_name)
             if got.hold is not None:
                 next_offset = got.hold  # the rest of the region next commit
             if got.schema is not None:

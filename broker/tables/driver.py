@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from storage.iceberg_spec import DEFAULT_PARTITION_SPEC
-from tables.modes import DECODED_MODES, DISABLED, parse_mode
+from tables.modes import DECODED_MODES, DISABLED, IcebergMode, parse_mode_options
 
 from ..schema_registry.service import SchemaRegistryService
 
@@ -94,18 +94,18 @@ class TableTopics:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    def table_topics(self) -> dict[str, tuple[str, list[int]]]:
-        """topic -> (its mode, the partitions of it this broker leads), for topics kept as
-        tables: the mode as the topic's config says now."""
-        out: dict[str, tuple[str, list[int]]] = {}
+    def table_topics(self) -> dict[str, tuple[IcebergMode, list[int]]]:
+        """topic -> (its mode and options, the partitions of it this broker leads), for
+        topics kept as tables: the mode as the topic's config says now."""
+        out: dict[str, tuple[IcebergMode, list[int]]] = {}
         for (topic, p), part in self.broker.replicas.partitions.items():
             if not part.is_leader or part.log.offline:
                 continue
             try:
-                mode = parse_mode(part.log.config.krait_iceberg_mode)
+                mode = parse_mode_options(part.log.config.krait_iceberg_mode)
             except ValueError:
                 continue
-            if mode != DISABLED:
+            if mode.mode != DISABLED:
                 out.setdefault(topic, (mode, []))[1].append(p)
         return out
 
@@ -192,9 +192,11 @@ class TableTopics:
                 return part.log.config.krait_iceberg_partition_spec
         return DEFAULT_PARTITION_SPEC
 
-    async def sync(self, topic: str, partitions: list[int], mode: str = "key_value") -> None:
-        """One commit of ``topic``'s led ``partitions`` in ``mode``: what the table lacks, up
-        to the LSO."""
+    async def sync(self, topic: str, partitions: list[int], mode: str | IcebergMode = "key_value") -> None:
+        """One commit of ``topic``'s led ``partitions`` in ``mode`` (and its options): what the
+        table lacks, up to the LSO."""
+        options = mode if isinstance(mode, IcebergMode) else IcebergMode(mode)
+        mode = options.mode
         source = self.source()
         if mode in DECODED_MODES:
             if not source.service.holds_replica():
@@ -204,7 +206,8 @@ class TableTopics:
                 log.warning("%s: no replica of the schema registry's topic on this broker: the decoded table "
                             "waits", topic)
                 return
-            source.prepare([_lib().decoded.value_subject(topic)])  # on the event loop: it reads _schemas
+            # on the event loop: it reads _schemas
+            source.prepare([options.subject or _lib().decoded.value_subject(topic)])
         spec = self.partition_spec(topic, partitions)
         writer = await asyncio.to_thread(self._writer, topic, mode, source, spec)
         committed = await asyncio.to_thread(writer.committed_offsets)
@@ -229,15 +232,15 @@ class TableTopics:
             work[p] = (region.read(), plog.collect_aborted_transactions(start, end), start, end)
         if not work:
             return
-        written = await asyncio.to_thread(self._append, writer, work, mode, spec)
+        written = await asyncio.to_thread(self._append, writer, work, options, spec)
         if written:
             self._known[topic] = dict(written)
 
     @staticmethod
-    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: str,
+    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: IcebergMode,
                 spec: str) -> dict[int, int] | None:
         batches = {}
         for p, (buf, aborted, start, end) in work.items():
             rows = _lib().records.region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
             batches[p] = (rows.table, rows.next_offset)
-        return writer.append(batches, mode, spec)
+        return writer.append(batches, mode.mode, spec, subject=mode.subject, protobuf_name=mode.protobuf_name)

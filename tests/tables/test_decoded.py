@@ -515,6 +515,34 @@ def test_protobuf_values_of_other_messages_than_the_first(catalog):
     assert list(errors) == [3] and "message indexes [1, 1] name no message" in errors[3], errors
 
 
+def test_value_schema_latest_with_a_subject_and_a_protobuf_message(catalog):
+    """value_schema_latest:subject=S,protobuf_name=M: bare values decoded with the latest
+    schema of S (not <topic>-value) as message M (not the file's first)."""
+    text = ('syntax = "proto3"; package p;\n'
+            "message First { int32 a = 1; }\n"
+            "message Second { string b = 1; message Inner { int64 c = 1; } }\n")
+    reg = Registry()
+    reg.add(41, ORDER_V1, subject="events-value")  # the default subject: Avro, not used
+    reg.add(42, text, "PROTOBUF", subject="shared")
+    t = TopicTable(catalog, "events", reg, mode=VALUE_SCHEMA_LATEST)
+    r = region(0, [b"\x0a\x02hi", b"\x0a\x03bye"])
+    assert t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST, subject="shared",
+                    protobuf_name="p.Second") == {0: 2}
+    assert [(g["b"], g.get("a")) for g in rows_of(t.main)] == [("hi", None), ("bye", None)]
+    # a nested message by its full name; a name the schema lacks sends the values to the DLQ
+    r = region(0, [b"\x08\x07"], start=2)
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST, subject="shared", protobuf_name="p.Second.Inner")
+    assert rows_of(t.main)[-1]["c"] == 7
+    r = region(0, [b"\x08\x07"], start=3)
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST, subject="shared", protobuf_name="p.Third")
+    assert [(d["offset"], d["error"]) for d in rows_of(t.dlq)] == [
+        (3, "schema id 42: the Protobuf schema has no message p.Third")]
+    # without options: the default subject's latest (the Avro one)
+    r = region(0, [avro(ORDER_V1, order(4))], start=4)
+    t.append({0: (r.table, r.next_offset)}, VALUE_SCHEMA_LATEST)
+    assert rows_of(t.main)[-1]["offset"] == 4 and rows_of(t.main)[-1]["id"] is not None
+
+
 def test_avro_logical_types_and_a_widened_column(catalog):
     import datetime
     import decimal

@@ -187,3 +187,44 @@ def test_sigkill_mid_commit_leaves_no_gap_and_no_duplicate_across_the_two_tables
         assert len(dlq) >= 150  # more when the producer resent a batch the kill cut off (not idempotent)
     finally:
         b.kill()
+
+
+def test_value_schema_latest_with_a_subject_option_on_a_real_broker(tmp_path):
+    """krait.iceberg.mode=value_schema_latest:subject=S decodes the topic's bare values with
+    the latest schema of S (registered over the REST API, not under <topic>-value); a
+    malformed option is refused at CreateTopics with INVALID_CONFIG naming the key."""
+    from confluent_kafka import KafkaException
+
+    log_dir = str(tmp_path / "logs")
+    port = free_port()
+    b = BrokerProcess(log_dir, {"krait.schema.registry.listener": f"127.0.0.1:{port}",
+                                "krait.iceberg.commit.interval.ms": "300"})
+    b.start()
+    url = f"http://127.0.0.1:{port}"
+    topic = f"events-{uuid.uuid4().hex[:6]}"
+    try:
+        status, body, _ = call(f"{url}/subjects/shared-users/versions", "POST", {"schema": USER_V1})
+        assert status == 200, body
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        bad = admin.create_topics([NewTopic(f"{topic}-bad", 1, 1, config={
+            "krait.iceberg.mode": "value_schema_latest:topic=shared-users"})])[f"{topic}-bad"]
+        try:
+            bad.result(30)
+            raise AssertionError("a malformed mode option was accepted")
+        except KafkaException as exc:
+            err = exc.args[0]
+            assert err.name() == "INVALID_CONFIG", err
+            assert "krait.iceberg.mode" in err.str() and "unknown option 'topic'" in err.str(), err.str()
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "krait.iceberg.mode": "value_schema_latest:subject=shared-users"})])[topic].result(30)
+        ser = AvroSerializer(SchemaRegistryClient({"url": url}), USER_V1,
+                             conf={"auto.register.schemas": False, "use.latest.version": True,
+                                   "subject.name.strategy": lambda ctx, name: "shared-users"})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        bare = [ser({"name": f"e{i}", "age": i, "address": {"city": "z"}}, ctx)[5:] for i in range(5)]
+        ends = _produce(b.bootstrap, topic, bare)
+        table = _wait_for(log_dir, topic, ends)
+        assert [(r["offset"], r["name"], r["age"]) for r in _rows(table)] == [(i, f"e{i}", i) for i in range(5)]
+        assert _table(log_dir, f"{topic}~dlq") is None  # nothing failed to decode
+    finally:
+        b.stop()

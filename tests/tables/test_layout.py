@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
 
 from storage.config_def import ConfigError
+from storage.iceberg_mode import IcebergModeSyntax
 from tables.catalog import embedded_paths, open_catalog, table_identifier, table_name
 from tables.layout import key_value_schema, partition_spec
-from tables.modes import MODES, parse_mode
+from tables.modes import MODES, parse_mode, parse_mode_options
 
 
 def test_schema_columns():
@@ -64,5 +67,28 @@ def test_modes():
     assert MODES == ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
     assert [parse_mode(m) for m in MODES] == list(MODES)
     assert parse_mode(None) == parse_mode("") == "disabled"
-    with pytest.raises(ConfigError, match="String must be one of"):
+    with pytest.raises(ValueError, match="String must be one of"):
         parse_mode("keyvalue")
+
+
+def test_value_schema_latest_options():
+    """Redpanda's options of value_schema_latest: the subject and the Protobuf message; the
+    config validator refuses what the parser refuses, naming the key."""
+    assert parse_mode_options("value_schema_latest:subject=orders-v2") == ("value_schema_latest", "orders-v2", None)
+    assert parse_mode_options(" value_schema_latest : subject = s , protobuf_name = shop.Order ") == (
+        "value_schema_latest", "s", "shop.Order")
+    assert parse_mode_options("value_schema_latest:protobuf_name=.shop.Order").protobuf_name == ".shop.Order"
+    assert parse_mode("value_schema_latest:subject=s") == "value_schema_latest"
+    bad = {"key_value:subject=s": "key_value takes no options",
+           "value_schema_latest:topic=s": "unknown option 'topic'",
+           "value_schema_latest:subject=": "needs a value",
+           "value_schema_latest:subject": "needs a value",
+           "value_schema_latest:subject=a,subject=b": "given twice",
+           "value_schema_latest:": "unknown option ''"}
+    for value, why in bad.items():
+        with pytest.raises(ValueError, match=why):
+            parse_mode_options(value)
+        with pytest.raises(ConfigError, match=f"Invalid value {re.escape(value)} for configuration "
+                                              f"krait.iceberg.mode: .*{why}"):
+            IcebergModeSyntax()("krait.iceberg.mode", value)
+    IcebergModeSyntax()("krait.iceberg.mode", "value_schema_latest:subject=s,protobuf_name=p.M")
