@@ -20,7 +20,11 @@ the broker's way: each commit converts, per partition, the next batches of the l
   small files gives;
 * **tail**: the small-files table one commit behind the log: the last ``--commit-records``
   records come from the log (read_topic decodes a tail this small on the driver; the
-  previous read_topic read it through ``kafka-segments``).
+  previous read_topic read it through ``kafka-segments``);
+* **upkept** (and **upkept_half** / **upkept_tail**, half a commit / one commit behind the
+  log: a live topic's tail is between none and one commit interval of records): the table
+  as the broker leaves it, its upkeep (tables.upkeep.compact, default settings) run after
+  every 6 commits, as ``krait.iceberg.upkeep.interval.ms`` (1 min) does over commits of 10 s.
 
 Plain Parquet: the same rows exported once with Spark's writer (defaults: snappy), columns
 key, value, topic, partition, offset, timestamp, timestampType.
@@ -56,17 +60,25 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 TOPIC = "bench"
-SOURCES = ("parquet", "compacted", "small", "tail")
+SOURCES = ("parquet", "compacted", "small", "tail", "upkept", "upkept_half", "upkept_tail")
 NAMES = {"parquet": "Parquet (Spark's writer, one directory)",
          "compacted": "read_topic, compacted table (1 file per partition), empty tail",
          "small": "read_topic, small files (1 per partition and commit), empty tail",
-         "tail": "read_topic, small files, table 1 commit behind (a 100k-record tail from the log)"}
+         "tail": "read_topic, small files, table 1 commit behind (a 100k-record tail from the log)",
+         "upkept": "read_topic, as the broker leaves it (upkeep every 6 commits), empty tail",
+         "upkept_half": "read_topic, as the broker leaves it, table half a commit behind (50k-record tail)",
+         "upkept_tail": "read_topic, as the broker leaves it, table 1 commit behind (100k-record tail)"}
+#: commits between two upkeep runs: krait.iceberg.upkeep.interval.ms / commit.interval.ms
+UPKEEP_EVERY = 60_000 // 10_000
 
 
-def write_table(log_dir: str, partitions: int, commit_records: int, lag_records: int = 0) -> tuple[int, int]:
+def write_table(log_dir: str, partitions: int, commit_records: int, lag_records: int = 0,
+                upkeep_every: int = 0) -> tuple[int, int]:
     """Append the topic's log to its table (embedded catalog under ``log_dir``) in commits of
     about ``commit_records`` records, all partitions in each, as the broker's driver does;
-    the last ``lag_records`` records stay out of the table. Returns (commits, rows)."""
+    the last ``lag_records`` records stay out of the table. ``upkeep_every``: after every so
+    many commits, compact as the broker's upkeep does with the default settings. Returns
+    (commits, rows)."""
     from protocol.records import iter_headers
     from spark_jobs.logdir import list_partitions
     from tables.catalog import open_catalog
@@ -107,6 +119,10 @@ def write_table(log_dir: str, partitions: int, commit_records: int, lag_records:
                 rows += r.table.num_rows
         writer.append(batches)
         commits += 1
+        if upkeep_every and commits % upkeep_every == 0:
+            from tables.upkeep import UpkeepSettings, compact
+
+            compact(writer.refresh(), int(time.time() * 1000), UpkeepSettings())
     return commits, rows
 
 
@@ -209,11 +225,17 @@ def main() -> None:
                 t = time.perf_counter()
                 n = write_topic(d, TOPIC, args.partitions, args.records, distinct=4096)
                 commit = args.records if s == "compacted" else args.commit_records
-                commits, rows = write_table(d, args.partitions, commit, args.commit_records if s == "tail" else 0)
+                lag = {"tail": args.commit_records, "upkept_tail": args.commit_records,
+                       "upkept_half": args.commit_records // 2}.get(s, 0)
+                commits, rows = write_table(d, args.partitions, commit, lag,
+                                            UPKEEP_EVERY if s.startswith("upkept") else 0)
                 print(f"{s}: {n:,} records, table of {rows:,} rows in {commits} commits, "
                       f"{time.perf_counter() - t:.1f} s", file=sys.stderr)
-            files[s] = sum(1 for _, _, fs in os.walk(os.path.join(d, "krait-iceberg", "warehouse"))
-                           for f in fs if f.endswith(".parquet"))
+            from spark_jobs.tables import load_snapshot
+
+            # the files the table's current snapshot holds (compacted-away files stay on disk
+            # until their snapshots expire)
+            files[s] = len(load_snapshot(d, TOPIC).files)
         spark = session("spark_read_topic_bench")
         if not os.path.isdir(paths["parquet"]):
             log_dir = paths[data[1]] if len(data) > 1 else None
