@@ -38,8 +38,8 @@ from .config_def import (
     render_value,
     walk,
 )
-from .iceberg_mode import MODE_KEY, IcebergModeSyntax
-from .iceberg_spec import DEFAULT_PARTITION_SPEC, PARTITION_SPEC_KEY, PartitionSpecSyntax
+from .iceberg_mode import MODE_KEY, MODE_VALIDATOR
+from .iceberg_spec import DEFAULT_PARTITION_SPEC, PARTITION_SPEC_KEY, PARTITION_SPEC_VALIDATOR
 
 __all__ = ["LogConfig", "LOG_KEYS", "LONG_MAX", "INT_MAX", "TOPIC_CONFIG_NAMES", "TOPIC_KEYS"]
 
@@ -116,12 +116,12 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("unclean.leader.election.enable", BOOLEAN, "false", None, HIGH, _DYN,
               "may a replica outside the ISR become leader", topic=TopicSynonym()),
     # Krait's own (issue 27): storage only carries it; broker/tables/ writes the table
-    ConfigKey(MODE_KEY, STRING, "disabled", IcebergModeSyntax(), MEDIUM, _DYN,
+    ConfigKey(MODE_KEY, STRING, "disabled", MODE_VALIDATOR, MEDIUM, _DYN,
               "keep the topic as an Apache Iceberg table: disabled, key_value, or the value decoded with the "
               "registry schema its prefix names (value_schema_id_prefix) or a subject's latest "
               "(value_schema_latest[:subject=S][,protobuf_name=M]; default subject <topic>-value)",
               topic=TopicSynonym()),
-    ConfigKey(PARTITION_SPEC_KEY, STRING, DEFAULT_PARTITION_SPEC, PartitionSpecSyntax(), MEDIUM, _DYN,
+    ConfigKey(PARTITION_SPEC_KEY, STRING, DEFAULT_PARTITION_SPEC, PARTITION_SPEC_VALIDATOR, MEDIUM, _DYN,
               "the partition spec of the topic's Iceberg table (Redpanda's syntax); a change evolves the table's "
               "spec at the next commit, older files keep theirs", topic=TopicSynonym()),
     # Kafka's keys that storage has no use for (codec levels, tiered storage): accepted at

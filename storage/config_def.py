@@ -11,7 +11,7 @@ flags, the dynamic-update rules, the README's table) is derived from them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,25 @@ class OneOf:
 
     def __str__(self) -> str:
         return f"[{', '.join(self.options)}]"
+
+
+@dataclass(frozen=True)
+class ParsedBy:
+    """A validator for a value with a grammar of its own: ``parse`` raises ValueError saying
+    what is wrong, reported as Kafka's ConfigException words it; ``doc`` is what the README's
+    config table shows (no '|': a table cell)."""
+
+    parse: Callable[[Any], Any]
+    doc: str
+
+    def __call__(self, name: str, value: Any) -> None:
+        try:
+            self.parse(value)
+        except ValueError as exc:
+            raise _invalid(name, value, str(exc)) from None
+
+    def __str__(self) -> str:
+        return self.doc
 
 
 #: "the same as the broker key's" for a TopicSynonym field

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from .config_def import ConfigError
+from .config_def import ParsedBy
 
-__all__ = ["ICEBERG_MODES", "MODE_KEY", "IcebergMode", "IcebergModeSyntax", "parse_iceberg_mode"]
+__all__ = ["ICEBERG_MODES", "MODE_KEY", "IcebergMode", "MODE_VALIDATOR", "parse_iceberg_mode"]
 
 MODE_KEY = "krait.iceberg.mode"
 ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
@@ -71,15 +70,5 @@ def parse_iceberg_mode(value: str | None) -> IcebergMode:
     return IcebergMode(mode, options.get("subject"), options.get("protobuf_name"))
 
 
-@dataclass(frozen=True)
-class IcebergModeSyntax:
-    """The config key's validator: a mode, with its options well formed."""
-
-    def __call__(self, name: str, value: Any) -> None:
-        try:
-            parse_iceberg_mode(value)
-        except ValueError as exc:
-            raise ConfigError(f"Invalid value {value} for configuration {name}: {exc}") from None
-
-    def __str__(self) -> str:
-        return f"[{', '.join(ICEBERG_MODES)}][:subject=...,protobuf_name=...]"
+#: the config validator of ``krait.iceberg.mode``
+MODE_VALIDATOR = ParsedBy(parse_iceberg_mode, f"[{', '.join(ICEBERG_MODES)}][:subject=...,protobuf_name=...]")

@@ -23,11 +23,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from .config_def import INT_MAX, ConfigError
+from .config_def import INT_MAX, ParsedBy
 
-__all__ = ["DEFAULT_PARTITION_SPEC", "IDENTITY", "PARTITION_SPEC_KEY", "TIME_TRANSFORMS", "PartitionSpecSyntax",
+__all__ = ["DEFAULT_PARTITION_SPEC", "IDENTITY", "PARTITION_SPEC_KEY", "TIME_TRANSFORMS", "PARTITION_SPEC_VALIDATOR",
            "SpecField", "parse_partition_spec"]
 
 PARTITION_SPEC_KEY = "krait.iceberg.partition.spec"
@@ -148,17 +147,6 @@ def parse_partition_spec(text: str) -> tuple[SpecField, ...]:
     return tuple(fields)
 
 
-@dataclass(frozen=True)
-class PartitionSpecSyntax:
-    """The config validator of ``krait.iceberg.partition.spec`` (a ConfigDef.Validator)."""
-
-    def __call__(self, name: str, value: Any) -> None:
-        try:
-            parse_partition_spec(value)
-        except ValueError as exc:
-            # ConfigException(name, value, message), as storage.config_def words it
-            raise ConfigError(f"Invalid value {value} for configuration {name}: {exc}") from None
-
-    def __str__(self) -> str:
-        # the README's config table shows this; no '|' (a table cell)
-        return "[(col, year/month/day/hour(col), bucket(N, col), truncate(W, col), ...)]"
+#: the config validator of ``krait.iceberg.partition.spec``
+PARTITION_SPEC_VALIDATOR = ParsedBy(parse_partition_spec,
+                                    "[(col, year/month/day/hour(col), bucket(N, col), truncate(W, col), ...)]")

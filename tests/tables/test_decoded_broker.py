@@ -72,13 +72,18 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0
     return ends
 
 
-def test_decoded_table_on_a_real_broker(tmp_path):
+def _broker(tmp_path, commit_ms: int = 300) -> tuple[BrokerProcess, str, str]:
+    """A started broker with its registry listener: (broker, log dir, registry URL)."""
     log_dir = str(tmp_path / "logs")
     port = free_port()
     b = BrokerProcess(log_dir, {"krait.schema.registry.listener": f"127.0.0.1:{port}",
-                                "krait.iceberg.commit.interval.ms": "300"})
+                                "krait.iceberg.commit.interval.ms": str(commit_ms)})
     b.start()
-    url = f"http://127.0.0.1:{port}"
+    return b, log_dir, f"http://127.0.0.1:{port}"
+
+
+def test_decoded_table_on_a_real_broker(tmp_path):
+    b, log_dir, url = _broker(tmp_path)
     topic = f"users-{uuid.uuid4().hex[:6]}"
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -152,18 +157,14 @@ def test_sigkill_mid_commit_leaves_no_gap_and_no_duplicate_across_the_two_tables
     two tables."""
     import random
 
-    log_dir = str(tmp_path / "logs")
-    port = free_port()
-    b = BrokerProcess(log_dir, {"krait.schema.registry.listener": f"127.0.0.1:{port}",
-                                "krait.iceberg.commit.interval.ms": "100"})
-    b.start()
+    b, log_dir, url = _broker(tmp_path, commit_ms=100)
     topic = "mixed"
     rng = random.Random(7)
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config={"krait.iceberg.mode": "value_schema_id_prefix"})
                              ])[topic].result(30)
-        ser = AvroSerializer(SchemaRegistryClient({"url": f"http://127.0.0.1:{port}"}), USER_V1)
+        ser = AvroSerializer(SchemaRegistryClient({"url": url}), USER_V1)
         ctx = SerializationContext(topic, MessageField.VALUE)
         end = 0
         for round_ in range(4):
@@ -176,7 +177,7 @@ def test_sigkill_mid_commit_leaves_no_gap_and_no_duplicate_across_the_two_tables
                 time.sleep(rng.uniform(0.0, 0.3))
                 b.kill()  # SIGKILL, wherever the commit is
                 b.start()
-                ser = AvroSerializer(SchemaRegistryClient({"url": f"http://127.0.0.1:{port}"}), USER_V1)
+                ser = AvroSerializer(SchemaRegistryClient({"url": url}), USER_V1)
         main = _rows(_wait_for(log_dir, topic, {0: end}))
         dlq = _rows(_wait_for(log_dir, f"{topic}~dlq", {0: end - 3}))  # the last bad one is 3 before the end
         main_offsets = [r["offset"] for r in main]
@@ -195,12 +196,7 @@ def test_value_schema_latest_with_a_subject_option_on_a_real_broker(tmp_path):
     malformed option is refused at CreateTopics with INVALID_CONFIG naming the key."""
     from confluent_kafka import KafkaException
 
-    log_dir = str(tmp_path / "logs")
-    port = free_port()
-    b = BrokerProcess(log_dir, {"krait.schema.registry.listener": f"127.0.0.1:{port}",
-                                "krait.iceberg.commit.interval.ms": "300"})
-    b.start()
-    url = f"http://127.0.0.1:{port}"
+    b, log_dir, url = _broker(tmp_path)
     topic = f"events-{uuid.uuid4().hex[:6]}"
     try:
         status, body, _ = call(f"{url}/subjects/shared-users/versions", "POST", {"schema": USER_V1})

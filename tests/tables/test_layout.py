@@ -8,7 +8,7 @@ import pytest
 from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
 
 from storage.config_def import ConfigError
-from storage.iceberg_mode import IcebergModeSyntax
+from storage.iceberg_mode import MODE_VALIDATOR
 from tables.catalog import embedded_paths, open_catalog, table_identifier, table_name
 from tables.layout import key_value_schema, partition_spec
 from tables.modes import MODES, parse_mode, parse_mode_options
@@ -90,5 +90,5 @@ def test_value_schema_latest_options():
             parse_mode_options(value)
         with pytest.raises(ConfigError, match=f"Invalid value {re.escape(value)} for configuration "
                                               f"krait.iceberg.mode: .*{why}"):
-            IcebergModeSyntax()("krait.iceberg.mode", value)
-    IcebergModeSyntax()("krait.iceberg.mode", "value_schema_latest:subject=s,protobuf_name=p.M")
+            MODE_VALIDATOR("krait.iceberg.mode", value)
+    MODE_VALIDATOR("krait.iceberg.mode", "value_schema_latest:subject=s,protobuf_name=p.M")
