@@ -131,11 +131,15 @@ def _pyiceberg_table(first_log_dir: str, catalog_uri: str | None, warehouse: str
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
+    from tables.catalog import s3_properties_from_env
+
     base = os.path.join(first_log_dir, EMBEDDED_DIR)
     uri = catalog_uri or "sqlite:///" + os.path.join(base, "catalog.db")
     wh = warehouse or "file://" + os.path.abspath(os.path.join(base, "warehouse"))
-    catalog = (RestCatalog(CATALOG_NAME, uri=uri, warehouse=wh) if uri.startswith(("http://", "https://"))
-               else SqlCatalog(CATALOG_NAME, uri=uri, warehouse=wh))
+    # an s3:// warehouse: the endpoint and region from the environment, as the broker takes them
+    props = s3_properties_from_env()
+    catalog = (RestCatalog(CATALOG_NAME, uri=uri, warehouse=wh, **props) if uri.startswith(("http://", "https://"))
+               else SqlCatalog(CATALOG_NAME, uri=uri, warehouse=wh, **props))
     try:
         return catalog.load_table((namespace, name))
     except (NoSuchTableError, NoSuchNamespaceError):
@@ -312,7 +316,19 @@ def _read_files(spark: Any, snap: TableSnapshot) -> Any:
     schema = spark_type(snap.schema)
     files = list(snap.files)
     if not all(f.startswith(("/", "file:")) for f in files):
-        return spark.read.schema(schema).parquet(*files)
+        try:
+            return spark.read.schema(schema).parquet(*files)
+        except Exception as e:
+            # Hadoop's UnsupportedFileSystemException, deep in a JVM trace: name the fix instead
+            if "No FileSystem for scheme" not in str(e):
+                raise
+            remote = next(f for f in files if not f.startswith(("/", "file:")))
+            raise ValueError(
+                f"the table's files are not local ({remote}) and this Spark has no Hadoop filesystem for "
+                f"{remote.split(':', 1)[0]}://; for s3:// put Hadoop's S3A connector on its classpath (hadoop-aws "
+                "of Spark's Hadoop version and its AWS SDK bundle) and set spark.hadoop.fs.s3.impl="
+                "org.apache.hadoop.fs.s3a.S3AFileSystem, or read the table with pyiceberg "
+                "(read_topic is tested on local warehouses only)") from e
     # stat the files on the driver: a listing job costs a Spark job per read
     with _session_conf(spark, "spark.sql.sources.parallelPartitionDiscovery.threshold",
                        str(max(len(files), _LIST_ON_DRIVER_UP_TO))):

@@ -9,6 +9,15 @@
 
 ``warehouse`` overrides the warehouse: a local or mounted path, or a URI that passes
 through to pyiceberg/pyarrow (``s3://bucket/prefix``, ``file:///...``).
+
+S3 is configured as any AWS client is, from the environment: pyarrow's S3 filesystem takes
+its credentials from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (or ``~/.aws``) by
+itself, but pyiceberg's FileIO reads the endpoint and the region only from the catalog's
+properties (``s3.endpoint``, ``s3.region``) and, without ``s3.region``, asks AWS for the
+bucket's region (a request to amazonaws.com even when the endpoint is another store). So
+:func:`s3_properties_from_env` fills those two from ``AWS_ENDPOINT_URL_S3`` /
+``AWS_ENDPOINT_URL`` and ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` where ``properties`` do not
+set them (tests/tables/test_s3_warehouse.py runs a broker on moto's S3 that way).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
 __all__ = ["CATALOG_NAME", "DEFAULT_NAMESPACE", "EMBEDDED_DIR", "embedded_paths", "ensure_namespace", "open_catalog",
-           "table_identifier", "table_name"]
+           "s3_properties_from_env", "table_identifier", "table_name"]
 
 CATALOG_NAME = "krait"
 DEFAULT_NAMESPACE = "krait"
@@ -47,12 +56,29 @@ def _warehouse_uri(warehouse: str) -> str:
     return "file://" + path
 
 
+#: pyiceberg's S3 property -> the standard AWS environment variables that give it, first set wins
+_S3_ENV = {"s3.endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+           "s3.region": ("AWS_REGION", "AWS_DEFAULT_REGION")}
+
+
+def s3_properties_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``s3.endpoint`` and ``s3.region`` from the AWS environment variables that are set
+    (see the module doc: pyiceberg's FileIO does not read them itself)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for prop, names in _S3_ENV.items():
+        value = next((env[n] for n in names if env.get(n)), None)
+        if value is not None:
+            out[prop] = value
+    return out
+
+
 def open_catalog(first_log_dir: str | None = None, *, catalog_uri: str | None = None, warehouse: str | None = None,
                  name: str = CATALOG_NAME, properties: Mapping[str, str] | None = None) -> Catalog:
     """The catalog (see the module doc). ``first_log_dir`` is needed where the embedded
     catalog or warehouse is used; ``properties`` go to pyiceberg as they are (REST
-    credentials, S3 settings)."""
-    props = dict(properties or {})
+    credentials, S3 settings), over those :func:`s3_properties_from_env` finds."""
+    props = {**s3_properties_from_env(), **(properties or {})}
     if catalog_uri is None or warehouse is None:
         if first_log_dir is None:
             raise ValueError("the embedded Iceberg catalog or warehouse needs the first log dir")

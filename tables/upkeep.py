@@ -62,7 +62,8 @@ one line (branches, tags, a rollback) is left alone.
 
 **Orphan files** (:func:`delete_orphan_files`). A failed commit leaves the Parquet files pyiceberg
 wrote for it (it deletes its own manifests but not the data), and a crash between writing and
-committing leaves files too. Data files under the table's data location that no snapshot uses
+committing leaves files too. Data files under the table's data location (listed with the
+filesystem of the table's own FileIO, so on an ``s3://`` warehouse too) that no snapshot uses
 and that are older than ``krait.iceberg.orphan.file.age.ms`` (Iceberg's ``remove_orphan_files``
 default, 3 days: a commit in flight, even from a broker paused for a long time, never loses its
 files) are deleted. "Used by a snapshot" is, on a one-line history: live in the oldest snapshot
@@ -132,7 +133,7 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationException
-from pyiceberg.io.pyarrow import parquet_file_to_data_file
+from pyiceberg.io.pyarrow import PyArrowFileIO, parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -721,11 +722,35 @@ def _referenced_data_files(table: Table) -> set[str] | None:
     return {_strip_scheme(p) for p in out}
 
 
+def _data_filesystem(table: Table) -> tuple[pafs.FileSystem, str] | None:
+    """The pyarrow filesystem of the table's data location and the location's path in it.
+    The table's own FileIO's when it is pyarrow's (pyiceberg's default): built from the
+    catalog's properties (``s3.endpoint``, ``s3.region``, credentials), so the scan lists the
+    store the writer wrote to; ``FileSystem.from_uri`` would ignore them. Another FileIO
+    (``py-io-impl``, e.g. fsspec's) has none to give: a local location is listed with
+    pyarrow's local filesystem, a remote one is not listed (None)."""
+    location = _data_location(table)
+    io = table.io
+    if isinstance(io, PyArrowFileIO):
+        scheme, netloc, path = PyArrowFileIO.parse_location(location, io.properties)
+        return io.fs_by_scheme(scheme, netloc), path
+    if "://" not in location or location.startswith("file:"):
+        return pafs.FileSystem.from_uri(location if "://" in location else posixpath.abspath(location))
+    return None
+
+
 def delete_orphan_files(table: Table, now_ms: int, settings: UpkeepSettings,
                         report: UpkeepReport | None = None) -> UpkeepReport:
     """Delete the data files no snapshot uses that are older than the orphan age."""
     report = report if report is not None else UpkeepReport()
-    fs, root = pafs.FileSystem.from_uri(_data_location(table))
+    listing = _data_filesystem(table)
+    if listing is None:
+        reason = (f"orphans: {type(table.io).__name__} gives no pyarrow filesystem to list "
+                  f"{_data_location(table)} with")
+        log.info("Iceberg table %s: orphan scan skipped: %s", table.name(), reason)
+        report.skipped.append(reason)
+        return report
+    fs, root = listing
     # listed before the table is read: a file committed after the listing is young anyway
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     limit_ns = (now_ms - settings.orphan_age_ms) * 1_000_000
