@@ -124,6 +124,22 @@ def _sqlite_metadata_location(db: str, namespace: str, name: str) -> str | None:
     return row[0] if row and row[0] else None
 
 
+#: tables.catalog's mapping, repeated: spark_jobs may not import tables/ (tests/test_architecture.py)
+_S3_ENV = {"s3.endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+           "s3.region": ("AWS_REGION", "AWS_DEFAULT_REGION")}
+
+
+def _s3_properties_from_env() -> dict[str, str]:
+    """``s3.endpoint`` and ``s3.region`` from the AWS environment variables that are set
+    (pyiceberg's FileIO does not read them itself)."""
+    out = {}
+    for prop, names in _S3_ENV.items():
+        value = next((os.environ[n] for n in names if os.environ.get(n)), None)
+        if value is not None:
+            out[prop] = value
+    return out
+
+
 def _pyiceberg_table(first_log_dir: str, catalog_uri: str | None, warehouse: str | None, namespace: str,
                      name: str) -> Any:
     """The table through pyiceberg's catalog (None when there is no such table)."""
@@ -131,13 +147,11 @@ def _pyiceberg_table(first_log_dir: str, catalog_uri: str | None, warehouse: str
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    from tables.catalog import s3_properties_from_env
-
     base = os.path.join(first_log_dir, EMBEDDED_DIR)
     uri = catalog_uri or "sqlite:///" + os.path.join(base, "catalog.db")
     wh = warehouse or "file://" + os.path.abspath(os.path.join(base, "warehouse"))
     # an s3:// warehouse: the endpoint and region from the environment, as the broker takes them
-    props = s3_properties_from_env()
+    props = _s3_properties_from_env()
     catalog = (RestCatalog(CATALOG_NAME, uri=uri, warehouse=wh, **props) if uri.startswith(("http://", "https://"))
                else SqlCatalog(CATALOG_NAME, uri=uri, warehouse=wh, **props))
     try:
