@@ -53,7 +53,7 @@ from pyiceberg.types import (
 from storage.iceberg_spec import DEFAULT_PARTITION_SPEC, IDENTITY, SpecField, parse_partition_spec
 
 __all__ = ["DEFAULT_PARTITION_SPEC", "KEY_VALUE_ARROW_SCHEMA", "HEADER_TYPE", "bind_spec", "key_value_schema",
-           "partition_spec"]
+           "partition_spec", "spec_text"]
 
 
 def key_value_schema() -> Schema:
@@ -122,3 +122,26 @@ def partition_spec(schema: Schema, spec: str | Sequence[str] = DEFAULT_PARTITION
     for its errors). Field ids start at 1000, as Iceberg's do."""
     return PartitionSpec(*(PartitionField(source.field_id, 1000 + i, transform, item.name)
                            for i, (item, source, transform) in enumerate(bind_spec(schema, spec))))
+
+
+def spec_text(schema: Schema, spec: PartitionSpec) -> str:
+    """A table's partition spec in the config's syntax (``(partition, hour(timestamp))``), as
+    ``krait tables`` shows it; a transform this syntax has no name for is shown as Iceberg
+    names it."""
+    items = []
+    for f in spec.fields:
+        try:
+            column = schema.find_column_name(f.source_id) or str(f.source_id)
+        except ValueError:
+            column = str(f.source_id)
+        t = f.transform
+        if isinstance(t, IdentityTransform):
+            items.append(str(SpecField(column)))
+        elif isinstance(t, BucketTransform):
+            items.append(str(SpecField(column, "bucket", t.num_buckets)))
+        elif isinstance(t, TruncateTransform):
+            items.append(str(SpecField(column, "truncate", t.width)))
+        else:
+            name = next((n for n, cls in _TIME.items() if isinstance(t, cls)), None)
+            items.append(str(SpecField(column, name)) if name else f"{t}({column})")
+    return f"({', '.join(items)})"

@@ -55,7 +55,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
-from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
@@ -64,7 +63,7 @@ from pyiceberg.transforms import VoidTransform
 from storage.iceberg_spec import PARTITION_SPEC_KEY
 
 from .catalog import DEFAULT_NAMESPACE, ensure_namespace, table_identifier
-from .layout import DEFAULT_PARTITION_SPEC, bind_spec, key_value_schema, partition_spec
+from .layout import DEFAULT_PARTITION_SPEC, bind_spec, key_value_schema, partition_spec, spec_text
 from .schema_map import arrow_type, needs_update
 
 __all__ = ["LeanTransaction", "OFFSET_PREFIX", "WRITER_PROPERTY", "TableWriter", "arrow_schema", "conform",
@@ -270,8 +269,9 @@ class TableWriter:
                 self.refresh()
                 continue
             log.info("%s: the partition spec of the Iceberg table %s is now %s (%s=%s); files written before keep "
-                     "theirs (%s)", self.topic, ".".join(self.identifier), _spec_text(self.table.spec()),
-                     PARTITION_SPEC_KEY, self.spec, _spec_text(before))
+                     "theirs (%s)", self.topic, ".".join(self.identifier),
+                     spec_text(self.table.schema(), self.table.spec()), PARTITION_SPEC_KEY, self.spec,
+                     spec_text(self.table.schema(), before))
             return True
         raise CommitFailedException(f"{self.identifier}: {self.max_attempts} spec updates failed on concurrent commits")
 
@@ -280,12 +280,7 @@ class TableWriter:
             self._unfit_spec = self.spec
             log.warning("%s: %s=%s does not fit the Iceberg table %s (%s): the table keeps its partition spec %s",
                         self.topic, PARTITION_SPEC_KEY, self.spec, ".".join(self.identifier), reason,
-                        _spec_text(self.table.spec()))
-
-
-def _spec_text(spec: PartitionSpec) -> str:
-    # pyiceberg's own rendering spans lines
-    return f"({', '.join(f'{f.name}: {f.transform}' for f in spec.fields)})"
+                        spec_text(self.table.schema(), self.table.spec()))
 
 
 def _binds(schema: Schema, spec: str) -> bool:

@@ -135,7 +135,8 @@ def table_lines(admin: AdminClient, topic: str, mode: str, catalog: Any, namespa
         return [f"Table: {name}\tTopic: {topic}\tMode: {mode}\tSnapshots: 0\t(not written yet)"]
     s = summarize(table)
     lines = [f"Table: {name}\tTopic: {topic}\tMode: {mode}\tSnapshots: {s.snapshots}\tDataFiles: {s.data_files}\t"
-             f"Records: {s.rows}\tBytes: {s.bytes}\tLastCommit: {_iso(s.last_commit_ms)}"]
+             f"Records: {s.rows}\tBytes: {s.bytes}\tLastCommit: {_iso(s.last_commit_ms)}\t"
+             f"PartitionSpec: {s.partition_spec}"]
     for lag in _lags(admin, topic, s.offsets):
         secs = "unknown" if lag.seconds is None else f"{lag.seconds:.1f}"
         lines.append(f"\tPartition: {lag.partition}\tTableOffset: {lag.table_offset}\tLogEnd: {lag.log_end}\t"

@@ -195,3 +195,16 @@ def test_a_compaction_is_abandoned_when_the_spec_changed_under_it(catalog, tmp_p
     assert content(table) == expected({0: ends[0] + 10, 1: ends[1]})
     specs = [spec_id for spec_id, _ in files(table)]
     assert specs.count(0) == 12 and set(specs) == {0, 1}  # the small files stay, not rewritten
+
+
+def test_the_table_spec_is_shown_in_the_config_syntax(catalog):
+    """krait tables shows a table's spec as the config key is written: what was configured,
+    whatever order and spelling of the transforms Iceberg stores."""
+    from tables.inspect import summarize
+    from tables.layout import spec_text
+
+    for spec in ("(partition, hour(timestamp))", "(day(timestamp), bucket(4, key))", "(truncate(10, key))", "()",
+                 "(partition, month(timestamp))", "(year(timestamp))"):
+        w = TableWriter(catalog, f"t{abs(hash(spec))}", spec=spec)
+        assert spec_text(w.table.schema(), w.table.spec()) == spec
+        assert summarize(w.table).partition_spec == spec

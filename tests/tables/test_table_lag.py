@@ -69,6 +69,7 @@ def test_metrics_tables_cli_and_describe_report_the_lag(tmp_path):
         out = _run(tables_cli.main, "--bootstrap-server", b.bootstrap)
         assert f"Table: krait.{topic}\tTopic: {topic}\tMode: key_value\t" in out
         assert "Records: 100\t" in out
+        assert "\tPartitionSpec: (partition, hour(timestamp))\n" in out
         for p in (0, 1):
             assert f"\tPartition: {p}\tTableOffset: {ends[p]}\tLogEnd: {ends[p]}\tLagOffsets: 0\tLagSeconds: 0.0" in out
         described = _run(topics_cli.main, "--bootstrap-server", b.bootstrap, "--describe", "--topic", topic)
