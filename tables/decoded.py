@@ -297,6 +297,16 @@ def _prefixes(values: pa.BinaryArray) -> tuple[np.ndarray, np.ndarray]:
     return status, ids
 
 
+def _gathered(values: pa.BinaryArray, idx: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The values at ``idx`` in one buffer (one copy) and their offsets in it: value j is
+    ``data[offs[j]:offs[j + 1]]``."""
+    taken = values.take(pa.array(idx))
+    n = len(taken)
+    offs = np.frombuffer(taken.buffers()[1], dtype=np.int32, count=n + 1 + taken.offset)[taken.offset:]
+    data_buf = taken.buffers()[2]
+    return (data_buf.to_pybytes() if data_buf is not None else b""), offs
+
+
 class ValueDecoder:
     """Decodes a topic's values; keeps each id's parsed schema (an id's schema never
     changes) for the life of the topic's writer."""
@@ -454,15 +464,12 @@ class ValueDecoder:
                     to_dlq: Callable[[Sequence[int], str], None]) -> dict[tuple[int, ...], np.ndarray]:
         """The Protobuf values at ``idx`` by the message indexes after their schema id; a
         value whose indexes cannot be read goes to the DLQ."""
-        taken = values.take(pa.array(idx))
-        n = len(taken)
-        offs = np.frombuffer(taken.buffers()[1], dtype=np.int32, count=n + 1 + taken.offset)[taken.offset:].tolist()
-        data_buf = taken.buffers()[2]
-        data = data_buf.to_pybytes() if data_buf is not None else b""
+        data, offs = _gathered(values, idx)
+        bounds = offs.tolist()
         paths: dict[tuple[int, ...], list[int]] = {}
         for j, i in enumerate(idx.tolist()):
             try:
-                path, _ = read_message_indexes(data, offs[j] + PREFIX, offs[j + 1])
+                path, _ = read_message_indexes(data, bounds[j] + PREFIX, bounds[j + 1])
             except ValueError as exc:
                 to_dlq([i], f"the value cannot be decoded with its schema: {exc}")
                 continue
@@ -503,12 +510,7 @@ class ValueDecoder:
                       prefixed: bool) -> tuple[np.ndarray, dict[str, pa.Array], list[int], list[str]]:
         """Decode one schema's records: (indices decoded, their columns, indices that
         failed, their errors)."""
-        # the group's payloads in one buffer (one copy), each at its (start, end)
-        taken = values.take(pa.array(idx))
-        n = len(taken)
-        offs = np.frombuffer(taken.buffers()[1], dtype=np.int32, count=n + 1 + taken.offset)[taken.offset:]
-        data_buf = taken.buffers()[2]
-        data = data_buf.to_pybytes() if data_buf is not None else b""
+        data, offs = _gathered(values, idx)
         starts = (offs[:-1] + skip).tolist()
         ends = offs[1:].tolist()
         decoded: list[object] = []

@@ -1,8 +1,7 @@
 """What a topic's table holds, for operators (``krait tables``, ``krait topics --describe``,
 ``/metrics``): its offsets per partition, its snapshots, files, rows and bytes, read from
 the current snapshot's summary (Iceberg keeps running totals there: no manifest is read),
-its partition spec,
-and its lag behind the log (:mod:`tables.lag`).
+its partition spec, and its lag behind the log (:mod:`tables.lag`).
 """
 
 from __future__ import annotations

@@ -192,10 +192,9 @@ class TableTopics:
                 return part.log.config.krait_iceberg_partition_spec
         return DEFAULT_PARTITION_SPEC
 
-    async def sync(self, topic: str, partitions: list[int], mode: str | IcebergMode = "key_value") -> None:
-        """One commit of ``topic``'s led ``partitions`` in ``mode`` (and its options): what the
+    async def sync(self, topic: str, partitions: list[int], options: IcebergMode) -> None:
+        """One commit of ``topic``'s led ``partitions`` in the mode ``options`` name: what the
         table lacks, up to the LSO."""
-        options = mode if isinstance(mode, IcebergMode) else IcebergMode(mode)
         mode = options.mode
         source = self.source()
         if mode in DECODED_MODES:
@@ -237,10 +236,11 @@ class TableTopics:
             self._known[topic] = dict(written)
 
     @staticmethod
-    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], mode: IcebergMode,
+    def _append(writer: TopicTable, work: dict[int, tuple[bytes, list, int, int]], options: IcebergMode,
                 spec: str) -> dict[int, int] | None:
         batches = {}
         for p, (buf, aborted, start, end) in work.items():
             rows = _lib().records.region_to_arrow(buf, p, aborted=aborted, start_offset=start, end_offset=end)
             batches[p] = (rows.table, rows.next_offset)
-        return writer.append(batches, mode.mode, spec, subject=mode.subject, protobuf_name=mode.protobuf_name)
+        return writer.append(batches, options.mode, spec, subject=options.subject,
+                             protobuf_name=options.protobuf_name)
