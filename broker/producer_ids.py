@@ -75,6 +75,10 @@ class ProducerIdManager:
             return
         try:
             self._next_block = fetching.result()
+            # Kafka's ZkProducerIdManager logs each block it acquires. Logged here, once the
+            # block is in hand rather than when the store wrote it, it also shows from outside
+            # that the next block was ready before the current one ran out.
+            log.info("acquired producer id block [%d, %d]", *self._next_block)
             if self._failing:
                 log.info("producer id blocks can be allocated again")
                 self._failing = False

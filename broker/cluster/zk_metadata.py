@@ -620,5 +620,4 @@ class ZkMetadata:
                     self.zk.set(zk.PRODUCER_ID_BLOCK, payload, version=stat.version)
             except (BadVersionError, NodeExistsError):
                 continue
-            log.info("acquired producer id block [%d, %d] for broker %d", start, end, broker_id)
             return start, end

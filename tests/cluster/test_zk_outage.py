@@ -190,6 +190,9 @@ def test_producer_id_blocks_are_fetched_ahead(zk_broker):
             got = take(c, 950)  # ids 1..950: past the 90% mark of [0, 999]
             wait_for(lambda: json.loads(zk.get("/latest_producer_id_block")[0])["block_start"] == "1000", 10,
                      what="the next block reserved ahead")
+            # ZooKeeper holds the block before the broker's thread hands it to the event loop
+            wait_for(lambda: "acquired producer id block [1000, 1999]" in b.log_text(), 10,
+                     what="the next block in the broker's hands")
             got += take(c, 200)  # across the block boundary
     finally:
         zk.stop()
