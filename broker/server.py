@@ -111,7 +111,8 @@ class Connection(asyncio.BufferedProtocol):
         self._carry_len = 0
         self._frame: bytearray | None = None  # a frame being read into its own buffer
         self._ffill = 0
-        self._held: bytearray | None = None  # what arrived while waiting for a connection slot
+        #: what arrived while waiting for a connection slot, or behind a throttled request
+        self._held: bytearray | None = None
         self._pending: deque[_Slot] = deque()
         self._closed = False
         self._draining = False
@@ -269,13 +270,16 @@ class Connection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes) -> None:
         """Bytes from elsewhere than the socket (the TLS layer), or b"" to go on with what
-        arrived while waiting for a connection slot."""
+        arrived while waiting for a connection slot or behind a throttled request."""
         if not data:
             if self.waiting_slot or not self._held:
                 return
             data, self._held = self._held, None
         view = memoryview(data)
         while view and not self._closed:
+            if self._muted_until or self._held is not None:
+                self._hold(view)  # after what is held already: kept in order
+                return
             buf = self.get_buffer(len(view))
             n = min(len(buf), len(view))
             buf[:n] = view[:n]
@@ -287,7 +291,7 @@ class Connection(asyncio.BufferedProtocol):
         partial one a buffer of its own."""
         buf = _scratch.buf
         pos = 0
-        while end - pos >= 4:
+        while end - pos >= 4 and not self._muted_until:
             (size,) = _SIZE.unpack_from(buf, pos)
             auth = self.auth
             if auth is not None and not auth.authenticated and (size < 0 or size > self._sasl_max):
@@ -314,8 +318,20 @@ class Connection(asyncio.BufferedProtocol):
             if self._closed:
                 return
         if pos < end:
-            self._carry = bytes(buf[pos:end])  # part of a size prefix
+            if self._muted_until:
+                # KIP-219: a throttled client's pipelined requests wait for the mute to end,
+                # as in Kafka, which reads one request at a time: dispatched now, every request
+                # in this read would get past the quota before the throttle took effect
+                self._hold(buf[pos:end])
+            else:
+                self._carry = bytes(buf[pos:end])  # part of a size prefix
         self._backpressure()
+
+    def _hold(self, data: Any) -> None:
+        if self._held is None:
+            self._held = bytearray(data)
+        else:
+            self._held += data
 
     def _backpressure(self) -> None:
         if len(self._pending) >= 256 and not self._paused_reading and self.transport is not None:
@@ -488,6 +504,10 @@ class Connection(asyncio.BufferedProtocol):
         self._muted_until = 0.0
         if self._closed or self.transport is None:
             return
+        if self._held and not self.waiting_slot:
+            self.data_received(b"")  # the requests that waited behind the throttled one
+            if self._muted_until or self._closed:
+                return  # throttled again by one of them
         if self._paused_reading and not self._write_paused and len(self._pending) < 64:
             self.transport.resume_reading()
             self._paused_reading = False
