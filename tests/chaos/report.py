@@ -75,7 +75,37 @@ def summary(rr: RunResult) -> str:
         if r.counts[c]:
             lines += ["", f"{c} (first {len(r.examples[c])}):"]
             lines += [f"    {json.dumps(x)[:400]}" for x in r.examples[c]]
+    for v in [x["value"] for x in r.examples.get("duplicate", [])][:2]:
+        lines += client_log_around(rr.workdir, v)
     return "\n".join(lines) + "\n"
+
+
+def client_log_around(workdir: Path, value: str, before: float = 20.0, after: float = 5.0,
+                      most: int = 60) -> list[str]:
+    """The lines its producer's librdkafka logged (its history's .stderr: the "eos" debug
+    context) from ``before`` seconds before it sent ``value`` to ``after`` seconds after
+    the answer: how a duplicate came about, from the run's output alone."""
+    name = value.rpartition("-")[0]
+    hist, err = workdir / "history" / f"{name}.jsonl", workdir / "history" / f"{name}.stderr"
+    if not hist.exists() or not err.exists():
+        return []
+    # sent (an ack's time less its latency) to answered
+    times = [t for e in _read_jsonl(hist) if e.get("v") == value for t in (e["t"] - e.get("lat", 0), e["t"])]
+    if not times:
+        return []
+    lo, hi = min(times) - before, max(times) + after
+    picked = []
+    for line in err.read_text(errors="replace").splitlines():
+        parts = line.split("|", 3)  # %7|1795803722.830|IDEMPSTATE|...
+        try:
+            t = float(parts[1])
+        except (IndexError, ValueError):
+            continue
+        if lo <= t <= hi:
+            picked.append(f"    {line[:300]}")
+    if len(picked) > most:  # the last ones: what led up to the answer
+        picked = [f"    ({len(picked) - most} earlier lines left out)"] + picked[-most:]
+    return ["", f"{name}'s client log around {value} ({err.name}):"] + picked
 
 
 def timeline(rr: RunResult, path: Path) -> Path | None:

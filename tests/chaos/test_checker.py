@@ -3,6 +3,8 @@ with one planted fault), and passes a clean history."""
 
 from __future__ import annotations
 
+import json
+
 from tests.chaos import checker
 
 
@@ -351,3 +353,24 @@ def test_a_traceback_is_reported_with_its_exception_and_innermost_frame():
     assert tb == [{"log": "b2.log", "line": "Traceback (most recent call last):",
                    "exception": "IndexError: list index out of range",
                    "frame": 'File "/k/broker/share/service.py", line 9, in _partition'}]
+
+
+def test_a_duplicates_report_quotes_its_producers_log_around_it(tmp_path):
+    from tests.chaos.report import client_log_around
+
+    hist = tmp_path / "history"
+    hist.mkdir()
+    (hist / "p3.jsonl").write_text("\n".join(json.dumps(e) for e in [
+        {"t": 1000.0, "k": "ack", "v": "p3-7", "p": 1, "o": 4, "lat": 2.0},
+        {"t": 1001.0, "k": "ack", "v": "p3-8", "p": 2, "o": 5, "lat": 0.01}]) + "\n")
+    (hist / "p3.stderr").write_text("".join(f"%7|{t:.3f}|{tag}|rdkafka#producer-1| [thrd:main]: {msg}\n" for t, tag, msg in [
+        (970.0, "DRAIN", "too early"),
+        (990.0, "DRAIN", "chaos [1] beginning partition drain"),
+        (998.5, "ERRSEQ", "skipped sequence numbers: recovering"),
+        (1004.0, "IDEMPSTATE", "state change DrainBump -> RequestPID"),
+        (1006.0, "NEWPID", "too late")]) + "not a log line\n")
+    out = client_log_around(tmp_path, "p3-7")
+    assert out[1] == "p3's client log around p3-7 (p3.stderr):"
+    assert [line.split("|")[2] for line in out[2:]] == ["DRAIN", "ERRSEQ", "IDEMPSTATE"]
+    assert client_log_around(tmp_path, "p9-1") == []
+    assert len(client_log_around(tmp_path, "p3-7", most=1)) == 4  # a header, "left out", the last line

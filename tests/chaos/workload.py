@@ -68,19 +68,23 @@ class History:
         self.f.write(json.dumps({"t": round(time.time(), 4), "k": kind, **fields}) + "\n")
 
 
-def _common(bootstrap: str) -> dict:
+def _common(bootstrap: str, debug: str = "") -> dict:
     conf = {"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": 2000,
             "reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 5000,
             "log_level": 3}
-    # CHAOS_RDKAFKA_DEBUG=eos (librdkafka debug contexts) to see what a client did, in its
-    # history's .stderr, when a run needs explaining
-    if os.environ.get("CHAOS_RDKAFKA_DEBUG"):
-        conf.update({"debug": os.environ["CHAOS_RDKAFKA_DEBUG"], "log_level": 7})
+    # CHAOS_RDKAFKA_DEBUG=eos,... (librdkafka debug contexts; empty: none) to see what a
+    # client did, in its history's .stderr, when a run needs explaining
+    debug = os.environ.get("CHAOS_RDKAFKA_DEBUG", debug)
+    if debug:
+        conf.update({"debug": debug, "log_level": 7})
     return conf
 
 
 def produce(a: argparse.Namespace, h: History) -> None:
-    conf = {**_common(a.bootstrap), "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+    # the idempotent producers log their "eos" context always (about 20 kB a run each): a
+    # duplicate's report quotes what the producer did around it (epoch bumps, sequence
+    # errors, drains at leader changes), which a failed CI run cannot be asked again
+    conf = {**_common(a.bootstrap, "eos"), "acks": "all", "enable.idempotence": True, "linger.ms": 5,
             "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100}
 
     def report(err, msg, sent: float) -> None:
