@@ -37,6 +37,16 @@ PROBE_EVERY_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 
 
+def _discard(task: asyncio.Future) -> None:
+    """Give up a task nobody waits for any more: cancel it, or, when it has just ended (as
+    the fetcher was stopped), take its exception so that asyncio does not log it as never
+    retrieved (seen at a broker's shutdown: a Fetch whose connection had closed)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
 class ReplicaFetcher:
     """Fetches every partition this broker follows on one leader."""
 
@@ -123,8 +133,7 @@ class ReplicaFetcher:
             resp = await self._answer(fetch)
         finally:
             self.sent_at = None
-            if not fetch.done():
-                fetch.cancel()
+            _discard(fetch)
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             # asyncio.wait_for (before Python 3.12) can hand back a result that arrived as
@@ -172,8 +181,7 @@ class ReplicaFetcher:
             try:
                 done, _ = await asyncio.wait({fetch, probe}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                if not probe.done():
-                    probe.cancel()
+                _discard(probe)
             if fetch in done:
                 return fetch.result()
             if probe.result():
