@@ -136,8 +136,8 @@ class ReplicaFetcher:
             _discard(fetch)
         task = asyncio.current_task()
         if task is not None and task.cancelling():
-            # asyncio.wait_for (before Python 3.12) can hand back a result that arrived as
-            # the fetcher was stopped, swallowing the cancellation: nothing of it is ours
+            # an answer that arrived as the fetcher was stopped (asyncio.wait_for before
+            # Python 3.12 handed such a result back, swallowing the cancellation) is not ours
             raise asyncio.CancelledError
         if resp.error_code:
             raise KafkaError(ErrorCode(resp.error_code), "fetch from leader refused")
