@@ -259,10 +259,7 @@ class Connection(asyncio.BufferedProtocol):
         self._carry = None
         if self.waiting_slot:
             # over max.connections: kept, not read, until a slot frees (_slot_granted)
-            held = self._held
-            if held is None:
-                held = self._held = bytearray()
-            held += _scratch.view[:end]
+            self._hold(_scratch.view[:end])
             if self._raw is not None:
                 self._raw.pause_reading()  # type: ignore[attr-defined]
             return
@@ -328,6 +325,7 @@ class Connection(asyncio.BufferedProtocol):
         self._backpressure()
 
     def _hold(self, data: Any) -> None:
+        """Keep ``data`` after what is held already, to be handled later (data_received(b""))."""
         if self._held is None:
             self._held = bytearray(data)
         else:
@@ -504,10 +502,9 @@ class Connection(asyncio.BufferedProtocol):
         self._muted_until = 0.0
         if self._closed or self.transport is None:
             return
-        if self._held and not self.waiting_slot:
-            self.data_received(b"")  # the requests that waited behind the throttled one
-            if self._muted_until or self._closed:
-                return  # throttled again by one of them
+        self.data_received(b"")  # the requests that waited behind the throttled one, if any
+        if self._muted_until or self._closed:
+            return  # throttled again by one of them
         if self._paused_reading and not self._write_paused and len(self._pending) < 64:
             self.transport.resume_reading()
             self._paused_reading = False

@@ -134,11 +134,6 @@ class ReplicaFetcher:
         finally:
             self.sent_at = None
             _discard(fetch)
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            # an answer that arrived as the fetcher was stopped (asyncio.wait_for before
-            # Python 3.12 handed such a result back, swallowing the cancellation) is not ours
-            raise asyncio.CancelledError
         if resp.error_code:
             raise KafkaError(ErrorCode(resp.error_code), "fetch from leader refused")
         for t in resp.responses:
@@ -169,7 +164,8 @@ class ReplicaFetcher:
         is kept."""
         m = self.manager
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + m.socket_timeout_s
+        sent = loop.time()
+        deadline = sent + m.socket_timeout_s
         wait = m.max_wait_ms / 1000 + OVERDUE_S
         while True:
             done, _ = await asyncio.wait({fetch}, timeout=max(0.0, min(wait, deadline - loop.time())))
@@ -185,8 +181,7 @@ class ReplicaFetcher:
             if fetch in done:
                 return fetch.result()
             if probe.result():
-                waited = loop.time() - (self.sent_at or loop.time())
-                raise ConnectionError(f"Fetch unanswered for {waited:.1f}s while the broker answers on a new "
+                raise ConnectionError(f"Fetch unanswered for {loop.time() - sent:.1f}s while the broker answers on a new "
                                       "connection: reconnecting")
             wait = PROBE_EVERY_S
 

@@ -12,7 +12,6 @@ samples the cycle is 2 s, and 10 s of measurement shows the steady rate.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import threading
@@ -99,10 +98,6 @@ def test_producer_is_slowed_to_its_byte_rate(tmp_path):
         b.stop()
 
 
-def _ms(t: int | datetime.timedelta) -> float:
-    return t.total_seconds() * 1000 if isinstance(t, datetime.timedelta) else t
-
-
 def test_pipelined_requests_wait_behind_a_throttled_one(tmp_path):
     """KIP-219 as Kafka does it: the requests a client pipelined behind one that went over
     its quota are not read until the throttle time has passed, even when they arrived in the
@@ -128,7 +123,7 @@ def test_pipelined_requests_wait_behind_a_throttled_one(tmp_path):
             answers = []
             for _ in range(3):
                 resp = c.receive()
-                answers.append((time.monotonic(), _ms(resp.throttle_time),
+                answers.append((time.monotonic(), resp.throttle_time.total_seconds() * 1000,
                                 resp.responses[0].partition_responses[0].error_code))
         assert [code for _, _, code in answers] == [ErrorCode.none] * 3
         assert all(throttle >= 500 for _, throttle, _ in answers), answers
